@@ -1,0 +1,723 @@
+//! A dissector for teaching: every field of a RoCEv2 frame with its offset, raw bytes, value and
+//! what it means, or one line per packet for following a conversation.
+//!
+//! It allocates freely (it is not on a hot path) and, like the parser, never panics: a frame that
+//! does not parse is shown as a hex dump with the reason.
+
+use crate::frame::{self, IpRepr, Layout, ParsedFrame};
+use crate::opcode::Headers;
+use crate::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Reth, Syndrome};
+use core::fmt::{self, Write};
+
+/// Bytes of hex per row before a field continues on the next row.
+const HEX_PER_ROW: usize = 8;
+
+struct Rows<'a, W: Write> {
+    frame: &'a [u8],
+    out: &'a mut W,
+}
+
+impl<W: Write> Rows<'_, W> {
+    fn layer(&mut self, title: &str, start: usize, len: usize) -> fmt::Result {
+        writeln!(
+            self.out,
+            "{title} [bytes {start}..{}, {len} bytes]",
+            start + len
+        )
+    }
+
+    /// One field: `at` and `len` locate its bytes in the frame.
+    fn field(&mut self, at: usize, len: usize, name: &str, value: &str, note: &str) -> fmt::Result {
+        let bytes = self.frame.get(at..at + len).unwrap_or(&[]);
+        let mut chunks = bytes.chunks(HEX_PER_ROW);
+        let first = chunks.next().map(hex).unwrap_or_default();
+        writeln!(
+            self.out,
+            "  {at:4}  {first:<23}  {name:<16} {value:<26} {note}"
+        )?;
+        for (i, chunk) in chunks.enumerate() {
+            writeln!(
+                self.out,
+                "  {:4}  {}",
+                at + (i + 1) * HEX_PER_ROW,
+                hex(chunk)
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A field of some bits of the byte at `at`, shown as `1... ....`.
+    fn bits(&mut self, at: usize, mask: u8, name: &str, value: &str, note: &str) -> fmt::Result {
+        let byte = self.frame.get(at).copied().unwrap_or(0);
+        let pattern: String = (0..8)
+            .rev()
+            .map(|bit| match (mask >> bit & 1, byte >> bit & 1) {
+                (0, _) => '.',
+                (_, 1) => '1',
+                _ => '0',
+            })
+            .collect();
+        let pattern = format!("{} {}", &pattern[..4], &pattern[4..]);
+        self.field(at, 1, name, &format!("{pattern} = {value}"), note)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn mac(addr: crate::EthernetAddress) -> String {
+    addr.0
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn yes(b: bool) -> &'static str {
+    if b { "1" } else { "0" }
+}
+
+/// Writes every field of `frame`, layer by layer.
+pub fn dissect<W: Write>(frame: &[u8], out: &mut W) -> fmt::Result {
+    match frame::parse_unverified(frame) {
+        Ok(parsed) => dissect_parsed(&parsed, out),
+        Err(e) => {
+            writeln!(out, "Malformed frame ({} bytes): {e}", frame.len())?;
+            hexdump(frame, out)
+        }
+    }
+}
+
+/// Writes a classic 16-bytes-per-row hex dump.
+pub fn hexdump<W: Write>(bytes: &[u8], out: &mut W) -> fmt::Result {
+    for (i, row) in bytes.chunks(16).enumerate() {
+        writeln!(out, "  {:04x}  {}", i * 16, hex(row))?;
+    }
+    Ok(())
+}
+
+fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
+    let r = &p.repr;
+    let l = &p.layout;
+    let info = r.bth.opcode.info();
+    let mut rows = Rows {
+        frame: p.bytes(),
+        out,
+    };
+
+    rows.layer("Ethernet II", 0, l.ip)?;
+    rows.field(0, 6, "Destination", &mac(r.eth.dst), "MAC of the next hop")?;
+    rows.field(6, 6, "Source", &mac(r.eth.src), "MAC of the sender")?;
+    if let Some(tag) = r.eth.vlan {
+        rows.field(12, 2, "TPID", "0x8100", "an 802.1Q VLAN tag follows")?;
+        rows.bits(
+            14,
+            0xe0,
+            "PCP",
+            &tag.pcp.to_string(),
+            "priority: picks the PFC lossless class",
+        )?;
+        rows.bits(14, 0x10, "DEI", yes(tag.dei), "drop eligible")?;
+        rows.field(
+            14,
+            2,
+            "VID",
+            &tag.vid.to_string(),
+            "VLAN identifier (low 12 bits)",
+        )?;
+    }
+    let (ethertype, name) = match r.ip {
+        IpRepr::V4 { .. } => ("0x0800", "IPv4"),
+        IpRepr::V6 { .. } => ("0x86dd", "IPv6"),
+    };
+    rows.field(
+        l.ip - 2,
+        2,
+        "EtherType",
+        &format!("{ethertype} ({name})"),
+        "RoCEv2 rides on IP",
+    )?;
+
+    let ip = l.ip;
+    match r.ip {
+        IpRepr::V4 {
+            src,
+            dst,
+            dscp,
+            ecn,
+            ttl,
+        } => {
+            rows.layer("IPv4", ip, 20)?;
+            rows.bits(ip, 0xf0, "Version", "4", "")?;
+            rows.bits(ip, 0x0f, "IHL", "5 (20 bytes)", "no options")?;
+            rows.bits(
+                ip + 1,
+                0xfc,
+                "DSCP",
+                &dscp.to_string(),
+                "traffic class; masked in ICRC",
+            )?;
+            rows.bits(
+                ip + 1,
+                0x03,
+                "ECN",
+                ecn_name(ecn),
+                "congestion marks; masked in ICRC",
+            )?;
+            let total = u16::from_be_bytes([rows.frame[ip + 2], rows.frame[ip + 3]]);
+            rows.field(
+                ip + 2,
+                2,
+                "Total Length",
+                &total.to_string(),
+                "IP header to ICRC",
+            )?;
+            rows.field(ip + 4, 2, "Identification", "", "unused: never fragmented")?;
+            rows.field(ip + 6, 2, "Flags/Fragment", "DF", "Don't Fragment")?;
+            rows.field(
+                ip + 8,
+                1,
+                "TTL",
+                &ttl.to_string(),
+                "hops left; masked in ICRC",
+            )?;
+            rows.field(ip + 9, 1, "Protocol", "17 (UDP)", "")?;
+            rows.field(
+                ip + 10,
+                2,
+                "Header Checksum",
+                "valid",
+                "IP header only; masked in ICRC",
+            )?;
+            rows.field(
+                ip + 12,
+                4,
+                "Source",
+                &src.to_string(),
+                "sender; its GID is ::ffff:a.b.c.d",
+            )?;
+            rows.field(ip + 16, 4, "Destination", &dst.to_string(), "receiver")?;
+        }
+        IpRepr::V6 {
+            src,
+            dst,
+            dscp,
+            ecn,
+            flow_label,
+            hop_limit,
+        } => {
+            rows.layer("IPv6", ip, 40)?;
+            rows.bits(ip, 0xf0, "Version", "6", "")?;
+            rows.field(
+                ip,
+                2,
+                "Traffic Class",
+                &format!("DSCP {dscp}, ECN {}", ecn_name(ecn)),
+                "masked in ICRC",
+            )?;
+            rows.field(
+                ip + 1,
+                3,
+                "Flow Label",
+                &format!("{flow_label:#07x}"),
+                "ECMP hint; masked in ICRC",
+            )?;
+            let plen = u16::from_be_bytes([rows.frame[ip + 4], rows.frame[ip + 5]]);
+            rows.field(
+                ip + 4,
+                2,
+                "Payload Length",
+                &plen.to_string(),
+                "UDP header to ICRC",
+            )?;
+            rows.field(ip + 6, 1, "Next Header", "17 (UDP)", "")?;
+            rows.field(
+                ip + 7,
+                1,
+                "Hop Limit",
+                &hop_limit.to_string(),
+                "masked in ICRC",
+            )?;
+            rows.field(
+                ip + 8,
+                16,
+                "Source",
+                &src.to_string(),
+                "sender; also its GID",
+            )?;
+            rows.field(
+                ip + 24,
+                16,
+                "Destination",
+                &dst.to_string(),
+                "receiver's GID",
+            )?;
+        }
+    }
+
+    let u = l.udp;
+    rows.layer("UDP", u, 8)?;
+    rows.field(
+        u,
+        2,
+        "Source Port",
+        &r.udp.src_port.to_string(),
+        "per-QP entropy for ECMP",
+    )?;
+    rows.field(
+        u + 2,
+        2,
+        "Destination Port",
+        "4791",
+        "IANA's port for RoCEv2",
+    )?;
+    rows.field(
+        u + 4,
+        2,
+        "Length",
+        &(l.end - u).to_string(),
+        "UDP header to ICRC",
+    )?;
+    let checksum = match r.udp.checksum {
+        frame::UdpChecksum::Zero => "0 (none)",
+        frame::UdpChecksum::Computed => "present",
+    };
+    rows.field(
+        u + 6,
+        2,
+        "Checksum",
+        checksum,
+        "not checked: ICRC covers data",
+    )?;
+
+    let b = l.bth;
+    let bth = Bth::new_unchecked(&rows.frame[b..]);
+    rows.layer("BTH: Base Transport Header", b, 12)?;
+    let op = format!("{:#04x} {}", info.opcode as u8, info.name);
+    rows.field(
+        b,
+        1,
+        "OpCode",
+        &op,
+        "top 3 bits: transport; low 5: operation",
+    )?;
+    rows.bits(
+        b + 1,
+        0x80,
+        "SE",
+        yes(bth.solicited()),
+        "solicited event: wake the receiver",
+    )?;
+    rows.bits(
+        b + 1,
+        0x40,
+        "M",
+        yes(bth.mig_req()),
+        "MigReq: path migration state",
+    )?;
+    rows.bits(
+        b + 1,
+        0x30,
+        "PadCnt",
+        &bth.pad_count().to_string(),
+        "pad bytes to a 4-byte boundary",
+    )?;
+    rows.bits(b + 1, 0x0f, "TVer", "0", "transport header version")?;
+    rows.field(
+        b + 2,
+        2,
+        "P_Key",
+        &format!("{:#06x}", bth.pkey()),
+        "partition key (0xffff: default)",
+    )?;
+    rows.bits(
+        b + 4,
+        0x80,
+        "FECN",
+        yes(bth.fecn()),
+        "forward congestion seen; masked in ICRC",
+    )?;
+    rows.bits(
+        b + 4,
+        0x40,
+        "BECN",
+        yes(bth.becn()),
+        "backward congestion; set in CNPs",
+    )?;
+    rows.bits(
+        b + 4,
+        0x3f,
+        "Reserved",
+        &bth.reserved6().to_string(),
+        "masked in ICRC",
+    )?;
+    rows.field(
+        b + 5,
+        3,
+        "DestQP",
+        &format!("{:#08x}", bth.dest_qp()),
+        "receiving queue pair",
+    )?;
+    rows.bits(
+        b + 8,
+        0x80,
+        "AckReq",
+        yes(bth.ack_req()),
+        "please acknowledge this packet",
+    )?;
+    rows.bits(b + 8, 0x7f, "Reserved", &bth.reserved7().to_string(), "")?;
+    rows.field(
+        b + 9,
+        3,
+        "PSN",
+        &format!("{} ({:#08x})", bth.psn(), bth.psn()),
+        "packet sequence number, 24 bits",
+    )?;
+
+    dissect_ext(&mut rows, info.headers, l)?;
+
+    let payload = p.payload();
+    if info.allows_payload() {
+        rows.layer("Payload", l.payload, payload.len())?;
+        let preview: String = payload
+            .iter()
+            .take(24)
+            .map(|&c| {
+                if c.is_ascii_graphic() || c == b' ' {
+                    c as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        rows.field(
+            l.payload,
+            payload.len().min(16),
+            "Data",
+            &format!("{} bytes", payload.len()),
+            &format!("\"{preview}\""),
+        )?;
+    }
+    if p.pad_count() > 0 {
+        rows.field(
+            l.pad,
+            p.pad_count().into(),
+            "Pad",
+            &format!("{} bytes", p.pad_count()),
+            "zeros; PadCnt says how many",
+        )?;
+    }
+    rows.layer("ICRC: Invariant CRC", l.icrc, 4)?;
+    let (icrc, computed) = (p.icrc(), p.computed_icrc());
+    let status = if icrc == computed {
+        "correct".to_string()
+    } else {
+        format!("WRONG: computed {computed:#010x}")
+    };
+    rows.field(
+        l.icrc,
+        4,
+        "ICRC",
+        &format!("{icrc:#010x}"),
+        &format!("{status}; CRC-32, little-endian"),
+    )?;
+    if rows.frame.len() > l.end {
+        let n = rows.frame.len() - l.end;
+        rows.field(
+            l.end,
+            n,
+            "Ethernet pad",
+            &format!("{n} bytes"),
+            "after the IP packet; ignored",
+        )?;
+    }
+    Ok(())
+}
+
+fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -> fmt::Result {
+    for (h, len) in Headers::WIRE_ORDER {
+        let Some(off) = headers.offset_of(h) else {
+            continue;
+        };
+        let at = l.ext + off;
+        let bytes = &rows.frame[at..at + len];
+        if h == Headers::DETH {
+            let d = Deth::new_unchecked(bytes);
+            rows.layer("DETH: Datagram Extended Transport Header", at, len)?;
+            rows.field(
+                at,
+                4,
+                "Q_Key",
+                &format!("{:#010x}", d.qkey()),
+                "must match the receiving UD QP's",
+            )?;
+            rows.field(at + 4, 1, "Reserved", &d.reserved().to_string(), "")?;
+            rows.field(
+                at + 5,
+                3,
+                "SrcQP",
+                &format!("{:#08x}", d.src_qp()),
+                "sender's QP, for the reply",
+            )?;
+        } else if h == Headers::RETH {
+            let x = Reth::new_unchecked(bytes);
+            rows.layer("RETH: RDMA Extended Transport Header", at, len)?;
+            rows.field(
+                at,
+                8,
+                "Virtual Address",
+                &format!("{:#x}", x.va()),
+                "where in the remote buffer",
+            )?;
+            rows.field(
+                at + 8,
+                4,
+                "R_Key",
+                &format!("{:#010x}", x.rkey()),
+                "remote key granting access",
+            )?;
+            rows.field(
+                at + 12,
+                4,
+                "DMA Length",
+                &x.dma_len().to_string(),
+                "bytes in the whole message",
+            )?;
+        } else if h == Headers::ATOMIC_ETH {
+            let x = AtomicEth::new_unchecked(bytes);
+            rows.layer("AtomicETH: Atomic Extended Transport Header", at, len)?;
+            rows.field(
+                at,
+                8,
+                "Virtual Address",
+                &format!("{:#x}", x.va()),
+                "8-byte aligned target",
+            )?;
+            rows.field(
+                at + 8,
+                4,
+                "R_Key",
+                &format!("{:#010x}", x.rkey()),
+                "remote key",
+            )?;
+            rows.field(
+                at + 12,
+                8,
+                "Swap/Add Data",
+                &x.swap_add().to_string(),
+                "value to swap in, or to add",
+            )?;
+            rows.field(
+                at + 20,
+                8,
+                "Compare Data",
+                &x.compare().to_string(),
+                "swap only if target equals this",
+            )?;
+        } else if h == Headers::AETH {
+            let x = Aeth::new_unchecked(bytes);
+            rows.layer("AETH: ACK Extended Transport Header", at, len)?;
+            let syndrome = Syndrome::from_byte(x.syndrome());
+            rows.field(
+                at,
+                1,
+                "Syndrome",
+                &format!("{:#04x}", x.syndrome()),
+                &syndrome.to_string(),
+            )?;
+            rows.field(
+                at + 1,
+                3,
+                "MSN",
+                &x.msn().to_string(),
+                "messages the responder completed",
+            )?;
+        } else if h == Headers::ATOMIC_ACK_ETH {
+            let x = AtomicAckEth::new_unchecked(bytes);
+            rows.layer(
+                "AtomicAckETH: Atomic ACK Extended Transport Header",
+                at,
+                len,
+            )?;
+            rows.field(
+                at,
+                8,
+                "Original Data",
+                &x.orig().to_string(),
+                "the target's value before",
+            )?;
+        } else if h == Headers::IMMDT {
+            let v = crate::ImmDt::new_unchecked(bytes).value();
+            rows.layer("ImmDt: Immediate Data", at, len)?;
+            rows.field(
+                at,
+                4,
+                "Immediate",
+                &format!("{v:#010x}"),
+                "handed to the receiver's completion",
+            )?;
+        } else if h == Headers::IETH {
+            let v = crate::Ieth::new_unchecked(bytes).rkey();
+            rows.layer("IETH: Invalidate Extended Transport Header", at, len)?;
+            rows.field(
+                at,
+                4,
+                "R_Key",
+                &format!("{v:#010x}"),
+                "the responder invalidates this key",
+            )?;
+        } else if h == Headers::CNP_RESERVED {
+            rows.layer("CNP reserved", at, len)?;
+            rows.field(at, 16, "Reserved", "", "16 bytes of zeros")?;
+        }
+    }
+    Ok(())
+}
+
+fn ecn_name(ecn: u8) -> &'static str {
+    match ecn & 3 {
+        0 => "Not-ECT",
+        1 => "ECT(1)",
+        2 => "ECT(0)",
+        _ => "CE",
+    }
+}
+
+/// One line for `frame`: `QPN PSN opcode len` and the flags and headers that matter.
+pub fn summary(frame: &[u8]) -> String {
+    let p = match frame::parse_unverified(frame) {
+        Ok(p) => p,
+        Err(e) => return format!("malformed ({} bytes): {e}", frame.len()),
+    };
+    let r = &p.repr;
+    let (src, dst) = match r.ip {
+        IpRepr::V4 { src, dst, .. } => (src.to_string(), dst.to_string()),
+        IpRepr::V6 { src, dst, .. } => (src.to_string(), dst.to_string()),
+    };
+    let mut line = format!(
+        "QPN {:#08x} PSN {:>8} {:<34} len {:>4}",
+        r.bth.dest_qp,
+        r.bth.psn,
+        r.bth.opcode.name(),
+        p.payload().len()
+    );
+    for (on, flag) in [
+        (r.bth.ack_req, "AckReq"),
+        (r.bth.solicited, "SE"),
+        (r.bth.fecn, "FECN"),
+        (r.bth.becn, "BECN"),
+        (r.ip.ecn() == 3, "CE"),
+    ] {
+        if on {
+            line.push(' ');
+            line.push_str(flag);
+        }
+    }
+    let x = &r.ext;
+    if let Some(d) = x.deth {
+        let _ = write!(line, " qkey={:#x} srcqp={:#x}", d.qkey, d.src_qp);
+    }
+    if let Some(h) = x.reth {
+        let _ = write!(
+            line,
+            " va={:#x} rkey={:#x} dmalen={}",
+            h.va, h.rkey, h.dma_len
+        );
+    }
+    if let Some(a) = x.atomic_eth {
+        let _ = write!(
+            line,
+            " va={:#x} rkey={:#x} swap_add={} cmp={}",
+            a.va, a.rkey, a.swap_add, a.compare
+        );
+    }
+    if let Some(a) = x.aeth {
+        let _ = write!(line, " msn={} [{}]", a.msn, a.syndrome);
+    }
+    if let Some(a) = x.atomic_ack_eth {
+        let _ = write!(line, " orig={}", a.orig);
+    }
+    if let Some(v) = x.immdt {
+        let _ = write!(line, " imm={v:#x}");
+    }
+    if let Some(v) = x.ieth {
+        let _ = write!(line, " inv_rkey={v:#x}");
+    }
+    let icrc = if p.verify_icrc().is_ok() { "ok" } else { "BAD" };
+    let _ = write!(
+        line,
+        " | {src} > {dst} sport {} | ICRC {icrc}",
+        r.udp.src_port
+    );
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Opcode;
+    use crate::sample::{self, Ip};
+
+    fn dissected(frame: &[u8]) -> String {
+        let mut s = String::new();
+        dissect(frame, &mut s).unwrap();
+        s
+    }
+
+    #[test]
+    fn explains_every_layer_and_field() {
+        let frame = sample::example(Opcode::RcWriteOnlyImm, Ip::V4, 7, 13).frame();
+        let text = dissected(&frame);
+        for want in [
+            "Ethernet II [bytes 0..14",
+            "IPv4 [bytes 14..34",
+            "UDP [bytes 34..42",
+            "BTH: Base Transport Header [bytes 42..54",
+            "RETH: RDMA Extended Transport Header [bytes 54..70",
+            "ImmDt: Immediate Data [bytes 70..74",
+            "0x0b RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+            "..11 .... = 3", // PadCnt 3 for a 13-byte payload
+            "PSN              7 (0x000007)",
+            "0x12345678",
+            "correct; CRC-32",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn shows_a_bad_icrc_and_a_malformed_frame() {
+        let mut frame = sample::example(Opcode::RcSendOnly, Ip::V6, 7, 4).frame();
+        let n = frame.len();
+        frame[n - 1] ^= 0xff;
+        assert!(dissected(&frame).contains("WRONG: computed"));
+        assert!(summary(&frame).ends_with("ICRC BAD"));
+        frame[62] = 0x15; // the opcode (after 14 + 40 + 8 bytes): a reserved one
+        let text = dissected(&frame);
+        assert!(text.starts_with("Malformed frame"), "{text}");
+        assert!(text.contains("unknown or reserved opcode 0x15"));
+        assert!(text.contains("  0000  02 00 00 00 00 02"));
+    }
+
+    #[test]
+    fn summary_is_one_line_with_the_essentials() {
+        let frame = sample::example(Opcode::RcAcknowledge, Ip::V4, 9, 0).frame();
+        let line = summary(&frame);
+        assert!(!line.contains('\n'));
+        assert!(
+            line.starts_with("QPN 0x000011 PSN        9 RC_ACKNOWLEDGE"),
+            "{line}"
+        );
+        assert!(
+            line.contains("msn=9 [ACK, credit count invalid (code 31)]"),
+            "{line}"
+        );
+        assert!(line.contains("| 198.18.0.2 > 198.18.0.1 sport "), "{line}");
+        assert!(line.ends_with("| ICRC ok"), "{line}");
+    }
+}

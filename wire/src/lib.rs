@@ -1,0 +1,53 @@
+//! The RoCEv2 wire format.
+//!
+//! A RoCEv2 frame is `Ethernet [802.1Q] / IPv4|IPv6 / UDP (dst 4791) / BTH / extension headers /
+//! payload / pad / ICRC` (IBA Vol 1 Annex A17). This crate has, in the style of smoltcp's `wire`:
+//!
+//! - a zero-copy view per InfiniBand transport header ([`Bth`], [`Reth`], [`Aeth`], [`AtomicEth`],
+//!   [`AtomicAckEth`], [`ImmDt`], [`Ieth`], [`Deth`]) and a plain `Repr` value for each with
+//!   `parse` / `emit`;
+//! - the [`opcode`] table, which says which headers follow each opcode, whether a payload is
+//!   allowed and where the packet sits in its message;
+//! - the [`icrc`] (Invariant CRC) with exactly the fields RoCEv2 masks;
+//! - a [`frame`] builder and parser for whole frames, including the CNP;
+//! - a [`dissect`]or that explains a frame field by field, for teaching, and [`sample`] frames.
+//!
+//! # Panics
+//! After a view's `new_checked` succeeds, none of its accessors panics. Receive paths use
+//! `new_checked`; transmit paths, which size their buffers first, use `new_unchecked`.
+//! Nothing in [`frame::parse`] panics on any input (the fuzz targets in `fuzz/` check this).
+//!
+//! # Fuzzing
+//! Built with `--cfg fuzzing`, the parser skips the ICRC and IPv4 header checksum comparisons, so
+//! the fuzzer gets past them.
+
+#[macro_use]
+mod view;
+pub mod aeth;
+pub mod atomic;
+pub mod bth;
+pub mod deth;
+pub mod dissect;
+mod error;
+pub mod frame;
+pub mod icrc;
+pub mod imm;
+pub mod opcode;
+pub mod reth;
+pub mod sample;
+pub mod vlan;
+
+pub use aeth::{Aeth, AethRepr, CreditCount, NakCode, RnrTimer, Syndrome};
+pub use atomic::{AtomicAckEth, AtomicAckEthRepr, AtomicEth, AtomicEthRepr};
+pub use bth::{Bth, BthRepr};
+pub use deth::{Deth, DethRepr};
+pub use error::{Error, Result};
+pub use frame::{EthRepr, ExtRepr, FrameRepr, IpRepr, ParsedFrame, UdpChecksum, UdpRepr};
+pub use imm::{Ieth, ImmDt};
+pub use opcode::{Headers, Opcode, OpcodeInfo, Operation, Position, Transport};
+pub use reth::{Reth, RethRepr};
+pub use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv6Address};
+pub use vlan::VlanTag;
+
+/// The UDP destination port IANA assigned to RoCEv2.
+pub const ROCEV2_UDP_PORT: u16 = 4791;

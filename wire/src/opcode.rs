@@ -1,0 +1,402 @@
+//! The opcode table: for every opcode, which extension headers follow the BTH, whether a payload
+//! may follow them, and the packet's position in its message (IBA Vol 1 9.2 table 35 and 9.3;
+//! RoCEv2 Annex A17.9.3 for the CNP). Parsing and the engine's sequence checks read this table
+//! rather than matching opcodes (the shape of Linux rxe's `rxe_opcode.c`).
+
+use crate::{Error, Result};
+
+/// A set of extension headers, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
+/// IETH, and the CNP's 16 reserved bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Headers(u8);
+
+impl Headers {
+    /// No extension header.
+    pub const NONE: Headers = Headers(0);
+    /// Datagram Extended Transport Header (UD), 8 bytes.
+    pub const DETH: Headers = Headers(1 << 0);
+    /// RDMA Extended Transport Header, 16 bytes.
+    pub const RETH: Headers = Headers(1 << 1);
+    /// Atomic Extended Transport Header, 28 bytes.
+    pub const ATOMIC_ETH: Headers = Headers(1 << 2);
+    /// ACK Extended Transport Header, 4 bytes.
+    pub const AETH: Headers = Headers(1 << 3);
+    /// Atomic ACK Extended Transport Header, 8 bytes.
+    pub const ATOMIC_ACK_ETH: Headers = Headers(1 << 4);
+    /// Immediate data, 4 bytes.
+    pub const IMMDT: Headers = Headers(1 << 5);
+    /// Invalidate Extended Transport Header, 4 bytes.
+    pub const IETH: Headers = Headers(1 << 6);
+    /// The 16 reserved bytes after a CNP's BTH.
+    pub const CNP_RESERVED: Headers = Headers(1 << 7);
+
+    /// Each header with its length, in the order they appear on the wire.
+    pub const WIRE_ORDER: [(Headers, usize); 8] = [
+        (Headers::DETH, 8),
+        (Headers::RETH, 16),
+        (Headers::ATOMIC_ETH, 28),
+        (Headers::AETH, 4),
+        (Headers::ATOMIC_ACK_ETH, 8),
+        (Headers::IMMDT, 4),
+        (Headers::IETH, 4),
+        (Headers::CNP_RESERVED, 16),
+    ];
+
+    /// The union of two sets.
+    pub const fn with(self, other: Headers) -> Headers {
+        Headers(self.0 | other.0)
+    }
+
+    /// This set less the headers of `other`.
+    pub const fn without(self, other: Headers) -> Headers {
+        Headers(self.0 & !other.0)
+    }
+
+    /// Whether every header of `other` is in this set.
+    pub const fn contains(self, other: Headers) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The total length of the headers in this set.
+    pub const fn len(self) -> usize {
+        let mut total = 0;
+        let mut i = 0;
+        while i < Self::WIRE_ORDER.len() {
+            let (h, len) = Self::WIRE_ORDER[i];
+            if self.contains(h) {
+                total += len;
+            }
+            i += 1;
+        }
+        total
+    }
+
+    /// Whether the set is empty.
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The offset of `header` from the end of the BTH, if it is in this set.
+    pub fn offset_of(self, header: Headers) -> Option<usize> {
+        if !self.contains(header) {
+            return None;
+        }
+        let mut offset = 0;
+        for (h, len) in Self::WIRE_ORDER {
+            if h == header {
+                return Some(offset);
+            }
+            if self.contains(h) {
+                offset += len;
+            }
+        }
+        None
+    }
+}
+
+/// The transport service an opcode belongs to: the top three bits of the opcode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// Reliable Connected, 0x00-0x1f.
+    Rc,
+    /// Unreliable Connected, 0x20-0x3f.
+    Uc,
+    /// Unreliable Datagram, 0x60-0x7f.
+    Ud,
+    /// Congestion Notification Packet (RoCEv2), 0x81.
+    Cnp,
+}
+
+/// Where a packet sits in its message (IBA 9.3: FIRST, MIDDLE, LAST and ONLY packets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Position {
+    /// The first packet of a multi-packet message.
+    First,
+    /// A packet between the first and the last.
+    Middle,
+    /// The last packet of a multi-packet message.
+    Last,
+    /// A message of one packet.
+    Only,
+}
+
+/// What an opcode does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// SEND: consumes a receive WQE at the responder.
+    Send,
+    /// RDMA WRITE into the responder's memory.
+    RdmaWrite,
+    /// RDMA READ request.
+    RdmaReadRequest,
+    /// RDMA READ response data.
+    RdmaReadResponse,
+    /// ACK or NAK.
+    Acknowledge,
+    /// The response to an atomic, carrying the original remote value.
+    AtomicAcknowledge,
+    /// Atomic compare and swap.
+    CompareSwap,
+    /// Atomic fetch and add.
+    FetchAdd,
+    /// Congestion notification (DCQCN).
+    Cnp,
+}
+
+impl Operation {
+    /// Whether packets of this operation may carry a payload.
+    pub const fn allows_payload(self) -> bool {
+        matches!(
+            self,
+            Operation::Send | Operation::RdmaWrite | Operation::RdmaReadResponse
+        )
+    }
+
+    /// Whether the packet is sent by a responder (ACKs, read responses) rather than a requester.
+    pub const fn is_response(self) -> bool {
+        matches!(
+            self,
+            Operation::RdmaReadResponse | Operation::Acknowledge | Operation::AtomicAcknowledge
+        )
+    }
+}
+
+/// One row of the opcode table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpcodeInfo {
+    /// The opcode.
+    pub opcode: Opcode,
+    /// Its name as the IBA spells it, e.g. `RC_SEND_ONLY`.
+    pub name: &'static str,
+    /// The transport service.
+    pub transport: Transport,
+    /// What it does.
+    pub operation: Operation,
+    /// Its position in the message.
+    pub position: Position,
+    /// The extension headers that follow the BTH.
+    pub headers: Headers,
+}
+
+impl OpcodeInfo {
+    /// Whether a payload may follow the headers.
+    pub const fn allows_payload(&self) -> bool {
+        self.operation.allows_payload()
+    }
+}
+
+macro_rules! opcodes {
+    ($($variant:ident = $value:literal, $name:literal, $transport:ident, $op:ident, $pos:ident,
+       [$($h:ident),*];)*) => {
+        /// A known BTH opcode. Construct it from a byte with [`Opcode::from_u8`].
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[repr(u8)]
+        #[allow(missing_docs)]
+        pub enum Opcode {
+            $($variant = $value,)*
+        }
+
+        /// Every known opcode's row, in opcode order.
+        pub static TABLE: &[OpcodeInfo] = &[
+            $(OpcodeInfo {
+                opcode: Opcode::$variant,
+                name: $name,
+                transport: Transport::$transport,
+                operation: Operation::$op,
+                position: Position::$pos,
+                headers: Headers::NONE $(.with(Headers::$h))*,
+            },)*
+        ];
+    };
+}
+
+opcodes! {
+    RcSendFirst = 0x00, "RC_SEND_FIRST", Rc, Send, First, [];
+    RcSendMiddle = 0x01, "RC_SEND_MIDDLE", Rc, Send, Middle, [];
+    RcSendLast = 0x02, "RC_SEND_LAST", Rc, Send, Last, [];
+    RcSendLastImm = 0x03, "RC_SEND_LAST_WITH_IMMEDIATE", Rc, Send, Last, [IMMDT];
+    RcSendOnly = 0x04, "RC_SEND_ONLY", Rc, Send, Only, [];
+    RcSendOnlyImm = 0x05, "RC_SEND_ONLY_WITH_IMMEDIATE", Rc, Send, Only, [IMMDT];
+    RcWriteFirst = 0x06, "RC_RDMA_WRITE_FIRST", Rc, RdmaWrite, First, [RETH];
+    RcWriteMiddle = 0x07, "RC_RDMA_WRITE_MIDDLE", Rc, RdmaWrite, Middle, [];
+    RcWriteLast = 0x08, "RC_RDMA_WRITE_LAST", Rc, RdmaWrite, Last, [];
+    RcWriteLastImm = 0x09, "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Rc, RdmaWrite, Last, [IMMDT];
+    RcWriteOnly = 0x0a, "RC_RDMA_WRITE_ONLY", Rc, RdmaWrite, Only, [RETH];
+    RcWriteOnlyImm = 0x0b, "RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", Rc, RdmaWrite, Only, [RETH, IMMDT];
+    RcReadRequest = 0x0c, "RC_RDMA_READ_REQUEST", Rc, RdmaReadRequest, Only, [RETH];
+    RcReadResponseFirst = 0x0d, "RC_RDMA_READ_RESPONSE_FIRST", Rc, RdmaReadResponse, First, [AETH];
+    RcReadResponseMiddle = 0x0e, "RC_RDMA_READ_RESPONSE_MIDDLE", Rc, RdmaReadResponse, Middle, [];
+    RcReadResponseLast = 0x0f, "RC_RDMA_READ_RESPONSE_LAST", Rc, RdmaReadResponse, Last, [AETH];
+    RcReadResponseOnly = 0x10, "RC_RDMA_READ_RESPONSE_ONLY", Rc, RdmaReadResponse, Only, [AETH];
+    RcAcknowledge = 0x11, "RC_ACKNOWLEDGE", Rc, Acknowledge, Only, [AETH];
+    RcAtomicAcknowledge = 0x12, "RC_ATOMIC_ACKNOWLEDGE", Rc, AtomicAcknowledge, Only, [AETH, ATOMIC_ACK_ETH];
+    RcCompareSwap = 0x13, "RC_COMPARE_SWAP", Rc, CompareSwap, Only, [ATOMIC_ETH];
+    RcFetchAdd = 0x14, "RC_FETCH_ADD", Rc, FetchAdd, Only, [ATOMIC_ETH];
+    RcSendLastInv = 0x16, "RC_SEND_LAST_WITH_INVALIDATE", Rc, Send, Last, [IETH];
+    RcSendOnlyInv = 0x17, "RC_SEND_ONLY_WITH_INVALIDATE", Rc, Send, Only, [IETH];
+    UcSendFirst = 0x20, "UC_SEND_FIRST", Uc, Send, First, [];
+    UcSendMiddle = 0x21, "UC_SEND_MIDDLE", Uc, Send, Middle, [];
+    UcSendLast = 0x22, "UC_SEND_LAST", Uc, Send, Last, [];
+    UcSendLastImm = 0x23, "UC_SEND_LAST_WITH_IMMEDIATE", Uc, Send, Last, [IMMDT];
+    UcSendOnly = 0x24, "UC_SEND_ONLY", Uc, Send, Only, [];
+    UcSendOnlyImm = 0x25, "UC_SEND_ONLY_WITH_IMMEDIATE", Uc, Send, Only, [IMMDT];
+    UcWriteFirst = 0x26, "UC_RDMA_WRITE_FIRST", Uc, RdmaWrite, First, [RETH];
+    UcWriteMiddle = 0x27, "UC_RDMA_WRITE_MIDDLE", Uc, RdmaWrite, Middle, [];
+    UcWriteLast = 0x28, "UC_RDMA_WRITE_LAST", Uc, RdmaWrite, Last, [];
+    UcWriteLastImm = 0x29, "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Uc, RdmaWrite, Last, [IMMDT];
+    UcWriteOnly = 0x2a, "UC_RDMA_WRITE_ONLY", Uc, RdmaWrite, Only, [RETH];
+    UcWriteOnlyImm = 0x2b, "UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", Uc, RdmaWrite, Only, [RETH, IMMDT];
+    UdSendOnly = 0x64, "UD_SEND_ONLY", Ud, Send, Only, [DETH];
+    UdSendOnlyImm = 0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", Ud, Send, Only, [DETH, IMMDT];
+    Cnp = 0x81, "CNP", Cnp, Cnp, Only, [CNP_RESERVED];
+}
+
+/// For each byte, its row in [`TABLE`] plus one, or 0 if the opcode is unknown.
+static INDEX: [u8; 256] = {
+    let mut index = [0u8; 256];
+    let mut i = 0;
+    while i < TABLE.len() {
+        index[TABLE[i].opcode as usize] = i as u8 + 1;
+        i += 1;
+    }
+    index
+};
+
+impl Opcode {
+    /// The opcode for a byte, or [`Error::UnknownOpcode`] for reserved and unsupported ones
+    /// (RD, XRC, FLUSH, ATOMIC_WRITE and vendor opcodes).
+    #[inline]
+    pub fn from_u8(value: u8) -> Result<Opcode> {
+        match INDEX[value as usize] {
+            0 => Err(Error::UnknownOpcode(value)),
+            row => Ok(TABLE[row as usize - 1].opcode),
+        }
+    }
+
+    /// This opcode's row in the table.
+    #[inline]
+    pub fn info(self) -> &'static OpcodeInfo {
+        &TABLE[INDEX[self as usize] as usize - 1]
+    }
+
+    /// The IBA name, e.g. `RC_SEND_ONLY`.
+    pub fn name(self) -> &'static str {
+        self.info().name
+    }
+}
+
+impl core::fmt::Display for Opcode {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_byte_is_known_or_a_clear_error() {
+        let known: Vec<u8> = (0..=255u8)
+            .filter(|&b| Opcode::from_u8(b).is_ok())
+            .collect();
+        assert_eq!(known.len(), 38);
+        for b in 0..=255u8 {
+            match Opcode::from_u8(b) {
+                Ok(op) => assert_eq!(op as u8, b),
+                Err(e) => assert_eq!(e, Error::UnknownOpcode(b)),
+            }
+        }
+        // Reserved RC 0x15, RD, XRC, FLUSH (0x1c), ATOMIC_WRITE (0x1d), vendor range.
+        for b in [
+            0x15, 0x18, 0x1c, 0x1d, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xa0, 0xff,
+        ] {
+            assert_eq!(Opcode::from_u8(b), Err(Error::UnknownOpcode(b)));
+        }
+    }
+
+    #[test]
+    fn transport_is_the_top_three_bits() {
+        for info in TABLE {
+            let expected = match info.opcode as u8 >> 5 {
+                0 => Transport::Rc,
+                1 => Transport::Uc,
+                3 => Transport::Ud,
+                4 => Transport::Cnp,
+                other => panic!("unexpected transport bits {other}"),
+            };
+            assert_eq!(info.transport, expected, "{}", info.name);
+            assert!(info.name.starts_with(match expected {
+                Transport::Rc => "RC_",
+                Transport::Uc => "UC_",
+                Transport::Ud => "UD_",
+                Transport::Cnp => "CNP",
+            }));
+        }
+    }
+
+    #[test]
+    fn header_layouts_match_iba_table_35() {
+        use Opcode::*;
+        let cases: &[(Opcode, Headers, usize)] = &[
+            (RcSendOnly, Headers::NONE, 0),
+            (RcSendOnlyImm, Headers::IMMDT, 4),
+            (RcWriteOnlyImm, Headers::RETH.with(Headers::IMMDT), 20),
+            (RcReadRequest, Headers::RETH, 16),
+            (RcReadResponseMiddle, Headers::NONE, 0),
+            (RcReadResponseFirst, Headers::AETH, 4),
+            (
+                RcAtomicAcknowledge,
+                Headers::AETH.with(Headers::ATOMIC_ACK_ETH),
+                12,
+            ),
+            (RcCompareSwap, Headers::ATOMIC_ETH, 28),
+            (RcSendOnlyInv, Headers::IETH, 4),
+            (UdSendOnlyImm, Headers::DETH.with(Headers::IMMDT), 12),
+            (Cnp, Headers::CNP_RESERVED, 16),
+        ];
+        for &(op, headers, len) in cases {
+            assert_eq!(op.info().headers, headers, "{op}");
+            assert_eq!(headers.len(), len, "{op}");
+        }
+        let h = Headers::RETH.with(Headers::IMMDT);
+        assert_eq!(h.offset_of(Headers::RETH), Some(0));
+        assert_eq!(h.offset_of(Headers::IMMDT), Some(16));
+        assert_eq!(h.offset_of(Headers::AETH), None);
+        let h = Headers::DETH.with(Headers::IMMDT);
+        assert_eq!(h.offset_of(Headers::IMMDT), Some(8));
+    }
+
+    #[test]
+    fn payload_rules() {
+        for info in TABLE {
+            let expect = !matches!(
+                info.operation,
+                Operation::RdmaReadRequest
+                    | Operation::Acknowledge
+                    | Operation::AtomicAcknowledge
+                    | Operation::CompareSwap
+                    | Operation::FetchAdd
+                    | Operation::Cnp
+            );
+            assert_eq!(info.allows_payload(), expect, "{}", info.name);
+        }
+    }
+
+    #[test]
+    fn positions_follow_names() {
+        for info in TABLE {
+            let n = info.name;
+            let expected = if n.contains("_FIRST") {
+                Position::First
+            } else if n.contains("_MIDDLE") {
+                Position::Middle
+            } else if n.contains("_LAST") {
+                Position::Last
+            } else {
+                Position::Only
+            };
+            assert_eq!(info.position, expected, "{n}");
+        }
+    }
+}
