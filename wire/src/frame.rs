@@ -622,3 +622,374 @@ fn parse_ipv6(rest: &[u8]) -> Result<(IpRepr, usize, usize)> {
     };
     Ok((repr, IPV6_LEN, total))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Opcode, RnrTimer, Syndrome};
+
+    /// RC SEND_ONLY of the 17 bytes "RoCEv2 on a plain" (pad 3) from 198.18.0.1 to
+    /// 198.18.0.2, DSCP 26 ECT(0). Its ICRC (04 c0 a0 e0) agrees with scapy.contrib.roce's.
+    static SEND_ONLY_V4: [u8; 78] = [
+        0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0x02, 0x00, 0x00, 0x00, 0x00, 0x01, 0x08,
+        0x00, // Eth
+        0x45, 0x6a, 0x00, 0x40, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xae, 0x1b, 0xc6, 0x12, 0x00,
+        0x01, 0xc6, 0x12, 0x00, 0x02, // IPv4
+        0xf1, 0xf6, 0x12, 0xb7, 0x00, 0x2c, 0x00, 0x00, // UDP
+        0x04, 0xf0, 0xff, 0xff, 0x00, 0x00, 0x00, 0x12, 0x80, 0x00, 0x01, 0x04, // BTH
+        b'R', b'o', b'C', b'E', b'v', b'2', b' ', b'o', b'n', b' ', b'a', b' ', b'p', b'l', b'a',
+        b'i', b'n', 0x00, 0x00, 0x00, // payload and pad
+        0x04, 0xc0, 0xa0, 0xe0, // ICRC
+    ];
+
+    fn send_only_repr() -> FrameRepr {
+        FrameRepr {
+            eth: EthRepr {
+                dst: EthernetAddress([2, 0, 0, 0, 0, 2]),
+                src: EthernetAddress([2, 0, 0, 0, 0, 1]),
+                vlan: None,
+            },
+            ip: IpRepr::V4 {
+                src: Ipv4Address::new(198, 18, 0, 1),
+                dst: Ipv4Address::new(198, 18, 0, 2),
+                dscp: 26,
+                ecn: 2,
+                ttl: 64,
+            },
+            udp: UdpRepr {
+                src_port: 0xf1f6,
+                checksum: UdpChecksum::Zero,
+            },
+            bth: BthRepr {
+                opcode: Opcode::RcSendOnly,
+                solicited: true,
+                mig_req: true,
+                pkey: 0xffff,
+                fecn: false,
+                becn: false,
+                dest_qp: 0x12,
+                ack_req: true,
+                psn: 0x104,
+            },
+            ext: ExtRepr::default(),
+        }
+    }
+
+    #[test]
+    fn emit_fixed_frame() {
+        let mut buf = [0u8; 128];
+        let n = send_only_repr()
+            .emit(b"RoCEv2 on a plain", &mut buf)
+            .unwrap();
+        assert_eq!(&buf[..n], &SEND_ONLY_V4[..]);
+        assert_eq!(send_only_repr().frame_len(17), 78);
+    }
+
+    #[test]
+    fn parse_fixed_frame() {
+        let p = parse(&SEND_ONLY_V4).unwrap();
+        assert_eq!(p.repr, send_only_repr());
+        assert_eq!(p.payload(), b"RoCEv2 on a plain");
+        assert_eq!(p.pad_count(), 3);
+        assert_eq!(p.icrc(), 0xe0a0_c004);
+        assert_eq!(p.layout.bth, 42);
+        assert_eq!(p.layout.end, 78);
+    }
+
+    #[test]
+    fn ethernet_padding_is_ignored() {
+        let mut frame = SEND_ONLY_V4.to_vec();
+        frame.extend_from_slice(&[0; 6]);
+        assert_eq!(parse(&frame).unwrap().repr, send_only_repr());
+    }
+
+    #[test]
+    fn vlan_and_ipv6_with_checksum() {
+        let mut repr = send_only_repr();
+        repr.eth.vlan = Some(VlanTag {
+            pcp: 5,
+            dei: false,
+            vid: 42,
+        });
+        repr.ip = IpRepr::V6 {
+            src: Ipv6Address::new(0xfd00, 0, 0, 0, 0, 0, 0, 1),
+            dst: Ipv6Address::new(0xfd00, 0, 0, 0, 0, 0, 0, 2),
+            dscp: 46,
+            ecn: 1,
+            flow_label: 0xabcde,
+            hop_limit: 3,
+        };
+        repr.udp.checksum = UdpChecksum::Computed;
+        let mut buf = [0u8; 256];
+        let n = repr.emit(b"hi", &mut buf).unwrap();
+        assert_eq!(&buf[12..18], &[0x81, 0x00, 0xa0, 0x2a, 0x86, 0xdd]);
+        let p = parse(&buf[..n]).unwrap();
+        assert_eq!(p.repr, repr);
+        let udp = UdpPacket::new_unchecked(&buf[p.layout.udp..n]);
+        let (src, dst) = repr.ip.addrs();
+        assert!(udp.verify_checksum(&src, &dst));
+    }
+
+    /// Patches `frame` and re-seals the IPv4 header checksum and the ICRC, so that only the
+    /// intended defect remains.
+    fn patched(f: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+        let mut frame = SEND_ONLY_V4.to_vec();
+        f(&mut frame);
+        if frame.len() >= 34 {
+            Ipv4Packet::new_unchecked(&mut frame[14..]).fill_checksum();
+        }
+        frame
+    }
+
+    #[test]
+    fn every_malformation_has_its_own_error() {
+        let cases: Vec<(&str, Vec<u8>, Error)> = vec![
+            ("empty", vec![], Error::Truncated),
+            (
+                "short Ethernet",
+                SEND_ONLY_V4[..13].to_vec(),
+                Error::Truncated,
+            ),
+            (
+                "short VLAN tag",
+                patched(|f| {
+                    f.truncate(16);
+                    f[12..14].copy_from_slice(&[0x81, 0x00]);
+                }),
+                Error::Truncated,
+            ),
+            (
+                "ARP",
+                patched(|f| f[12..14].copy_from_slice(&[0x08, 0x06])),
+                Error::NotIp(0x0806),
+            ),
+            ("short IPv4", SEND_ONLY_V4[..30].to_vec(), Error::Truncated),
+            (
+                "version 5",
+                patched(|f| f[14] = 0x55),
+                Error::BadIpVersion(5),
+            ),
+            ("options", patched(|f| f[14] = 0x46), Error::Ipv4Options),
+            ("IHL 4", patched(|f| f[14] = 0x44), Error::BadIpLength),
+            (
+                "total length beyond frame",
+                patched(|f| f[17] = 0x50),
+                Error::BadIpLength,
+            ),
+            (
+                "checksum",
+                {
+                    let mut f = SEND_ONLY_V4.to_vec();
+                    f[24] ^= 1;
+                    f
+                },
+                Error::BadIpChecksum,
+            ),
+            ("fragment", patched(|f| f[20] = 0x20), Error::IpFragment),
+            ("TCP", patched(|f| f[23] = 6), Error::NotUdp(6)),
+            ("UDP length", patched(|f| f[39] = 0x28), Error::BadUdpLength),
+            ("not 4791", patched(|f| f[37] = 0xb8), Error::NotRoce(4792)),
+            ("TVer 1", patched(|f| f[43] = 0xf1), Error::BadTver(1)),
+            (
+                "reserved opcode",
+                patched(|f| f[42] = 0x15),
+                Error::UnknownOpcode(0x15),
+            ),
+            (
+                "ext header cut",
+                patched(|f| f[42] = 0x13),
+                Error::Truncated,
+            ),
+            (
+                "payload on an ACK",
+                patched(|f| f[42] = 0x11),
+                Error::PayloadNotAllowed,
+            ),
+            (
+                "unaligned",
+                patched(|f| {
+                    f.insert(60, 0);
+                    f[17] += 1;
+                    f[39] += 1;
+                }),
+                Error::PadInconsistent,
+            ),
+        ];
+        for (what, frame, want) in cases {
+            assert_eq!(parse(&frame).map(|p| p.repr), Err(want), "{what}");
+        }
+        // Pad larger than the payload: a zero-byte SEND_ONLY that claims 3 pad bytes.
+        let mut buf = [0u8; 128];
+        let n = send_only_repr().emit(&[], &mut buf).unwrap();
+        buf[43] |= 0x30;
+        assert_eq!(
+            parse_unverified(&buf[..n]).map(|p| p.repr),
+            Err(Error::PadInconsistent)
+        );
+        // A flipped payload bit: only the ICRC notices.
+        let mut f = SEND_ONLY_V4;
+        f[60] ^= 0x10;
+        let computed = parse_unverified(&f).unwrap().computed_icrc();
+        assert_eq!(
+            parse(&f).map(|p| p.repr),
+            Err(Error::BadIcrc {
+                computed,
+                received: 0xe0a0_c004
+            })
+        );
+    }
+
+    #[test]
+    fn emit_refuses_inconsistent_input() {
+        let mut buf = [0u8; 128];
+        let mut r = send_only_repr();
+        r.ext.immdt = Some(1);
+        assert_eq!(r.emit(b"x", &mut buf), Err(Error::HeadersMismatch));
+        let mut r = send_only_repr();
+        r.bth.opcode = Opcode::RcAcknowledge;
+        r.ext.aeth = Some(crate::AethRepr {
+            syndrome: Syndrome::RnrNak(RnrTimer::from_code(1)),
+            msn: 0,
+        });
+        assert_eq!(r.emit(b"x", &mut buf), Err(Error::PayloadNotAllowed));
+        assert_eq!(r.emit(b"", &mut buf), Ok(62));
+        assert_eq!(
+            send_only_repr().emit(b"x", &mut buf[..60]),
+            Err(Error::BufferTooSmall)
+        );
+        let big = vec![0u8; 65_536];
+        let mut out = vec![0u8; 70_000];
+        assert_eq!(
+            send_only_repr().emit(&big, &mut out),
+            Err(Error::PayloadTooLong)
+        );
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use crate::aeth::{AethRepr, Syndrome};
+    use crate::opcode::TABLE;
+    use proptest::prelude::*;
+
+    fn ip() -> impl Strategy<Value = IpRepr> {
+        prop_oneof![
+            (
+                any::<[u8; 4]>(),
+                any::<[u8; 4]>(),
+                0..64u8,
+                0..4u8,
+                any::<u8>()
+            )
+                .prop_map(|(s, d, dscp, ecn, ttl)| IpRepr::V4 {
+                    src: Ipv4Address::from(s),
+                    dst: Ipv4Address::from(d),
+                    dscp,
+                    ecn,
+                    ttl
+                }),
+            (
+                any::<[u8; 16]>(),
+                any::<[u8; 16]>(),
+                0..64u8,
+                0..4u8,
+                0..0x10_0000u32,
+                any::<u8>()
+            )
+                .prop_map(|(s, d, dscp, ecn, flow_label, hop_limit)| IpRepr::V6 {
+                    src: Ipv6Address::from(s),
+                    dst: Ipv6Address::from(d),
+                    dscp,
+                    ecn,
+                    flow_label,
+                    hop_limit
+                }),
+        ]
+    }
+
+    prop_compose! {
+        fn bth()(row in 0..TABLE.len(), solicited: bool, mig_req: bool, pkey: u16, fecn: bool,
+                 becn: bool, dest_qp in 0..0x100_0000u32, ack_req: bool, psn in 0..0x100_0000u32)
+                 -> BthRepr {
+            BthRepr { opcode: TABLE[row].opcode, solicited, mig_req, pkey, fecn, becn, dest_qp,
+                      ack_req, psn }
+        }
+    }
+
+    prop_compose! {
+        /// A whole frame of any opcode, with exactly the extension headers it requires.
+        fn frame()(bth in bth(), ip in ip(), dst: [u8; 6], src: [u8; 6],
+                   vlan in proptest::option::of((0..8u8, any::<bool>(), 0..4096u16)),
+                   src_port: u16, checksum: bool, words in any::<[u64; 4]>(),
+                   keys in any::<[u32; 4]>(), syndrome: u8, len in 0..300usize, fill: u8)
+                   -> (FrameRepr, Vec<u8>) {
+            let h = bth.opcode.info().headers;
+            let ext = ExtRepr {
+                deth: h.contains(Headers::DETH)
+                    .then_some(DethRepr { qkey: keys[0], src_qp: keys[1] & 0xff_ffff }),
+                reth: h.contains(Headers::RETH)
+                    .then_some(RethRepr { va: words[0], rkey: keys[2], dma_len: keys[3] }),
+                atomic_eth: h.contains(Headers::ATOMIC_ETH).then_some(AtomicEthRepr {
+                    va: words[0], rkey: keys[0], swap_add: words[1], compare: words[2] }),
+                aeth: h.contains(Headers::AETH).then_some(AethRepr {
+                    syndrome: Syndrome::from_byte(syndrome), msn: keys[1] & 0xff_ffff }),
+                atomic_ack_eth: h.contains(Headers::ATOMIC_ACK_ETH)
+                    .then_some(AtomicAckEthRepr { orig: words[3] }),
+                immdt: h.contains(Headers::IMMDT).then_some(keys[2]),
+                ieth: h.contains(Headers::IETH).then_some(keys[3]),
+            };
+            let payload = if bth.opcode.info().allows_payload() { vec![fill; len] } else { vec![] };
+            let repr = FrameRepr {
+                eth: EthRepr {
+                    dst: EthernetAddress(dst),
+                    src: EthernetAddress(src),
+                    vlan: vlan.map(|(pcp, dei, vid)| VlanTag { pcp, dei, vid }),
+                },
+                ip,
+                udp: UdpRepr {
+                    src_port,
+                    checksum: if checksum { UdpChecksum::Computed } else { UdpChecksum::Zero },
+                },
+                bth,
+                ext,
+            };
+            (repr, payload)
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn parse_emit_round_trip((repr, payload) in frame()) {
+            let mut buf = vec![0u8; repr.frame_len(payload.len())];
+            let n = repr.emit(&payload, &mut buf).unwrap();
+            prop_assert_eq!(n, buf.len());
+            // Every emitted frame verifies, and reads back as what was written.
+            let parsed = parse(&buf).unwrap();
+            prop_assert_eq!(parsed.repr, repr);
+            prop_assert_eq!(parsed.payload(), &payload[..]);
+            prop_assert_eq!(usize::from(parsed.pad_count()), pad_for(payload.len()));
+            prop_assert_eq!(parsed.icrc(), icrc::reference(parsed.l3()));
+        }
+
+        #[test]
+        fn any_bit_flip_outside_masked_fields_is_caught((repr, payload) in frame(), bit in 0..8u32,
+                                                         at in any::<prop::sample::Index>()) {
+            let mut buf = vec![0u8; repr.frame_len(payload.len())];
+            repr.emit(&payload, &mut buf).unwrap();
+            let l = parse(&buf).unwrap().layout;
+            // Anything from the BTH to the pad but the masked FECN/BECN byte.
+            let mut i = l.bth + at.index(l.icrc - l.bth - 1);
+            if i >= l.bth + 4 {
+                i += 1;
+            }
+            buf[i] ^= 1 << bit;
+            prop_assert!(parse(&buf).is_err());
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = parse(&bytes);
+        }
+    }
+}

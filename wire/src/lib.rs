@@ -21,6 +21,8 @@
 //! Built with `--cfg fuzzing`, the parser skips the ICRC and IPv4 header checksum comparisons, so
 //! the fuzzer gets past them.
 
+#![forbid(unsafe_code)]
+
 #[macro_use]
 mod view;
 pub mod aeth;
@@ -30,6 +32,7 @@ pub mod deth;
 pub mod dissect;
 mod error;
 pub mod frame;
+pub mod fuzz;
 pub mod icrc;
 pub mod imm;
 pub mod opcode;

@@ -58,17 +58,9 @@ impl Headers {
     }
 
     /// The total length of the headers in this set.
+    #[inline]
     pub const fn len(self) -> usize {
-        let mut total = 0;
-        let mut i = 0;
-        while i < Self::WIRE_ORDER.len() {
-            let (h, len) = Self::WIRE_ORDER[i];
-            if self.contains(h) {
-                total += len;
-            }
-            i += 1;
-        }
-        total
+        LEN_OF[self.0 as usize] as usize
     }
 
     /// Whether the set is empty.
@@ -76,23 +68,35 @@ impl Headers {
         self.0 == 0
     }
 
-    /// The offset of `header` from the end of the BTH, if it is in this set.
-    pub fn offset_of(self, header: Headers) -> Option<usize> {
-        if !self.contains(header) {
+    /// The offset of `header` (a single header) from the end of the BTH, if it is in this set:
+    /// the length of the headers before it, which are the lower bits.
+    #[inline]
+    pub const fn offset_of(self, header: Headers) -> Option<usize> {
+        if header.0.count_ones() != 1 || !self.contains(header) {
             return None;
         }
-        let mut offset = 0;
-        for (h, len) in Self::WIRE_ORDER {
-            if h == header {
-                return Some(offset);
-            }
-            if self.contains(h) {
-                offset += len;
-            }
-        }
-        None
+        Some(Headers(self.0 & (header.0 - 1)).len())
     }
 }
+
+/// The length of every set of headers, indexed by its bits, so that lengths and offsets are
+/// table lookups on the receive path.
+static LEN_OF: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut set = 0;
+    while set < 256 {
+        let mut i = 0;
+        while i < Headers::WIRE_ORDER.len() {
+            let (h, len) = Headers::WIRE_ORDER[i];
+            if set & h.0 as usize != 0 {
+                table[set] += len as u8;
+            }
+            i += 1;
+        }
+        set += 1;
+    }
+    table
+};
 
 /// The transport service an opcode belongs to: the top three bits of the opcode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -363,6 +367,10 @@ mod tests {
         assert_eq!(h.offset_of(Headers::RETH), Some(0));
         assert_eq!(h.offset_of(Headers::IMMDT), Some(16));
         assert_eq!(h.offset_of(Headers::AETH), None);
+        assert_eq!(h.offset_of(h), None, "not a single header");
+        let all = Headers(0xff);
+        assert_eq!(all.len(), 8 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
+        assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(72));
         let h = Headers::DETH.with(Headers::IMMDT);
         assert_eq!(h.offset_of(Headers::IMMDT), Some(8));
     }
