@@ -63,7 +63,7 @@ impl Rng {
         Rng(seed | 1)
     }
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn bits(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -71,11 +71,11 @@ impl Rng {
     }
     /// A value below `n`.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.bits() % n
     }
     /// A coin flip.
     pub fn flip(&mut self) -> bool {
-        self.next() & 1 == 1
+        self.bits() & 1 == 1
     }
 }
 
@@ -106,14 +106,14 @@ pub fn frames_to_check(variants: usize) -> Vec<Sample> {
 fn randomize(s: &mut Sample, rng: &mut Rng) {
     let r = &mut s.repr;
     let bth = &mut r.bth;
-    bth.pkey = rng.next() as u16;
+    bth.pkey = rng.bits() as u16;
     bth.dest_qp = rng.below(1 << 24) as u32;
     bth.solicited = rng.flip();
     bth.mig_req = rng.flip();
     bth.ack_req = rng.flip();
     bth.fecn = rng.flip();
     bth.becn = rng.flip();
-    r.udp.src_port = rng.next() as u16;
+    r.udp.src_port = rng.bits() as u16;
     if rng.below(4) == 0 {
         r.eth.vlan = Some(VlanTag {
             pcp: rng.below(8) as u8,
@@ -123,7 +123,7 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
     }
     match &mut r.ip {
         IpRepr::V4 { dscp, ecn, ttl, .. } => {
-            (*dscp, *ecn, *ttl) = (rng.below(64) as u8, rng.below(4) as u8, rng.next() as u8);
+            (*dscp, *ecn, *ttl) = (rng.below(64) as u8, rng.below(4) as u8, rng.bits() as u8);
         }
         IpRepr::V6 {
             dscp,
@@ -133,7 +133,7 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
             ..
         } => {
             (*dscp, *ecn) = (rng.below(64) as u8, rng.below(4) as u8);
-            (*flow_label, *hop_limit) = (rng.below(1 << 20) as u32, rng.next() as u8);
+            (*flow_label, *hop_limit) = (rng.below(1 << 20) as u32, rng.bits() as u8);
             r.udp.checksum = UdpChecksum::Computed;
         }
     }
@@ -141,39 +141,39 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
     let x = &mut r.ext;
     if h.contains(Headers::DETH) {
         x.deth = Some(DethRepr {
-            qkey: rng.next() as u32,
+            qkey: rng.bits() as u32,
             src_qp: rng.below(1 << 24) as u32,
         });
     }
     if h.contains(Headers::RETH) {
         x.reth = Some(RethRepr {
-            va: rng.next(),
-            rkey: rng.next() as u32,
-            dma_len: rng.next() as u32,
+            va: rng.bits(),
+            rkey: rng.bits() as u32,
+            dma_len: rng.bits() as u32,
         });
     }
     if h.contains(Headers::ATOMIC_ETH) {
         x.atomic_eth = Some(AtomicEthRepr {
-            va: rng.next() & !7,
-            rkey: rng.next() as u32,
-            swap_add: rng.next(),
-            compare: rng.next(),
+            va: rng.bits() & !7,
+            rkey: rng.bits() as u32,
+            swap_add: rng.bits(),
+            compare: rng.bits(),
         });
     }
     if h.contains(Headers::AETH) {
         x.aeth = Some(AethRepr {
-            syndrome: Syndrome::from_byte(rng.next() as u8 & 0x7f),
+            syndrome: Syndrome::from_byte(rng.bits() as u8 & 0x7f),
             msn: rng.below(1 << 24) as u32,
         });
     }
     if h.contains(Headers::ATOMIC_ACK_ETH) {
-        x.atomic_ack_eth = Some(AtomicAckEthRepr { orig: rng.next() });
+        x.atomic_ack_eth = Some(AtomicAckEthRepr { orig: rng.bits() });
     }
     if h.contains(Headers::IMMDT) {
-        x.immdt = Some(rng.next() as u32);
+        x.immdt = Some(rng.bits() as u32);
     }
     if h.contains(Headers::IETH) {
-        x.ieth = Some(rng.next() as u32);
+        x.ieth = Some(rng.bits() as u32);
     }
 }
 

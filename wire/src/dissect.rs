@@ -588,6 +588,44 @@ fn ecn_name(ecn: u8) -> &'static str {
     }
 }
 
+/// Writes the masked bytes the ICRC starts with (LRH stand-in, IP, UDP and BTH headers), one
+/// header per row, to show which fields the ICRC leaves out.
+pub fn icrc_prefix<W: Write>(frame: &[u8], out: &mut W) -> fmt::Result {
+    let p = match frame::parse_unverified(frame) {
+        Ok(p) => p,
+        Err(e) => return writeln!(out, "malformed ({} bytes): {e}", frame.len()),
+    };
+    let mut prefix = [0u8; crate::icrc::MAX_PREFIX_LEN];
+    let Ok(n) = crate::icrc::masked_prefix(p.l3(), &mut prefix) else {
+        return writeln!(out, "no IP/UDP/BTH headers");
+    };
+    let ip_len = n - 8 - 8 - 12;
+    let (ip_note, ip_rows): (&str, &[usize]) = if ip_len == 20 {
+        ("IPv4: ToS, TTL and checksum masked", &[20])
+    } else {
+        (
+            "IPv6: Traffic Class, Flow Label and Hop Limit masked",
+            &[8, 16, 16],
+        )
+    };
+    let mut rows: Vec<(usize, &str)> = vec![(8, "the LRH stand-in: all ones")];
+    for (i, &len) in ip_rows.iter().enumerate() {
+        rows.push((len, if i == 0 { ip_note } else { "" }));
+    }
+    rows.push((8, "UDP: checksum masked"));
+    rows.push((12, "BTH: byte 4 (FECN, BECN, reserved) masked"));
+    let mut at = 0;
+    for (len, note) in rows {
+        let row = format!("{:<60} {note}", hex(&prefix[at..at + len]));
+        writeln!(out, "{}", row.trim_end())?;
+        at += len;
+    }
+    writeln!(
+        out,
+        "... then the extension headers, payload and pad as they are"
+    )
+}
+
 /// One line for `frame`: `QPN PSN opcode len` and the flags and headers that matter.
 pub fn summary(frame: &[u8]) -> String {
     let p = match frame::parse_unverified(frame) {
@@ -702,6 +740,21 @@ mod tests {
         assert!(text.starts_with("Malformed frame"), "{text}");
         assert!(text.contains("unknown or reserved opcode 0x15"));
         assert!(text.contains("  0000  02 00 00 00 00 02"));
+    }
+
+    #[test]
+    fn icrc_prefix_shows_the_masks() {
+        let frame = sample::example(Opcode::RcSendOnly, Ip::V4, 7, 4).frame();
+        let mut text = String::new();
+        icrc_prefix(&frame, &mut text).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("ff ff ff ff ff ff ff ff"));
+        assert!(
+            lines[1].starts_with("45 ff 00 30 00 00 40 00 ff 11 ff ff c6 12 00 01 c6 12 00 02"),
+            "{text}"
+        );
+        assert!(lines[2].ends_with("UDP: checksum masked") && lines[2].contains(" ff ff "));
+        assert!(lines[3].starts_with("04 c0 ff ff ff 00 00 12"), "{text}");
     }
 
     #[test]

@@ -537,7 +537,7 @@ pub fn parse_unverified(frame: &[u8]) -> Result<ParsedFrame<'_>> {
         return Err(Error::PayloadNotAllowed);
     }
     // IBA 9.2: the pad makes the payload a multiple of 4, and no packet is shorter than its pad.
-    if body_len % 4 != 0 || pad > body_len {
+    if !body_len.is_multiple_of(4) || pad > body_len {
         return Err(Error::PadInconsistent);
     }
     let ext_at = ip_at + ip_len + UDP_LEN + BthRepr::LEN;

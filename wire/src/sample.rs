@@ -173,7 +173,7 @@ pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sam
             },
             ip: ip(version, from_a),
             udp: UdpRepr {
-                src_port: 0xc000 | (dest_qp as u16 * 0x9e3 & 0x3fff),
+                src_port: 0xc000 | ((dest_qp as u16 * 0x9e3) & 0x3fff),
                 checksum,
             },
             bth,
