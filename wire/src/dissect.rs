@@ -633,10 +633,7 @@ pub fn summary(frame: &[u8]) -> String {
         Err(e) => return format!("malformed ({} bytes): {e}", frame.len()),
     };
     let r = &p.repr;
-    let (src, dst) = match r.ip {
-        IpRepr::V4 { src, dst, .. } => (src.to_string(), dst.to_string()),
-        IpRepr::V6 { src, dst, .. } => (src.to_string(), dst.to_string()),
-    };
+    let (src, dst) = r.ip.addrs();
     let mut line = format!(
         "QPN {:#08x} PSN {:>8} {:<34} len {:>4}",
         r.bth.dest_qp,

@@ -97,7 +97,8 @@ impl IpRepr {
             IpRepr::V4 { ecn, .. } | IpRepr::V6 { ecn, .. } => ecn,
         }
     }
-    fn addrs(&self) -> (IpAddress, IpAddress) {
+    /// The source and destination addresses.
+    pub fn addrs(&self) -> (IpAddress, IpAddress) {
         match *self {
             IpRepr::V4 { src, dst, .. } => (src.into(), dst.into()),
             IpRepr::V6 { src, dst, .. } => (src.into(), dst.into()),
@@ -309,18 +310,36 @@ impl FrameRepr {
         self.layout(payload_len).end
     }
 
+    /// Where the payload starts in the frame.
+    pub fn payload_offset(&self) -> usize {
+        self.layout(0).payload
+    }
+
     /// Writes the frame with `payload` into the start of `buf` and returns its length. Fails if
     /// the extension headers do not match the opcode, if the opcode allows no payload and one is
-    /// given, if the payload does not fit in an IP packet, or if `buf` is too small.
+    /// given, if the payload does not fit in an IP packet, or if `buf` is too small; after a
+    /// failure, `buf` holds nothing meaningful.
     pub fn emit(&self, payload: &[u8], buf: &mut [u8]) -> Result<usize> {
+        let at = self.payload_offset();
+        buf.get_mut(at..at + payload.len())
+            .ok_or(Error::BufferTooSmall)?
+            .copy_from_slice(payload);
+        self.emit_in_place(payload.len(), buf)
+    }
+
+    /// Writes the headers, pad and ICRC around a payload of `payload_len` bytes that the caller
+    /// has already put at [`payload_offset`](Self::payload_offset) in `buf`, so a sender copies
+    /// its data once, straight into the frame. Returns the frame's length; fails as
+    /// [`emit`](Self::emit) does.
+    pub fn emit_in_place(&self, payload_len: usize, buf: &mut [u8]) -> Result<usize> {
         let info = self.bth.opcode.info();
         if self.ext.headers() != info.headers.without(Headers::CNP_RESERVED) {
             return Err(Error::HeadersMismatch);
         }
-        if !info.allows_payload() && !payload.is_empty() {
+        if !info.allows_payload() && payload_len != 0 {
             return Err(Error::PayloadNotAllowed);
         }
-        let l = self.layout(payload.len());
+        let l = self.layout(payload_len);
         let udp_len = l.end - l.udp;
         let ip_payload_max = match self.ip {
             IpRepr::V4 { .. } => u16::MAX as usize - IPV4_LEN,
@@ -401,9 +420,8 @@ impl FrameRepr {
         self.bth
             .emit(&mut Bth::new_unchecked(&mut buf[l.bth..]), pad as u8);
         self.ext.emit(info.headers, &mut buf[l.ext..l.payload]);
-        buf[l.payload..l.pad].copy_from_slice(payload);
         buf[l.pad..l.icrc].fill(0);
-        let icrc = icrc::compute(&buf[l.ip..l.icrc])?;
+        let icrc = icrc::compute_in_place(&mut buf[l.ip..l.icrc])?;
         buf[l.icrc..l.end].copy_from_slice(&icrc::to_bytes(icrc));
 
         // Last: the UDP checksum covers the ICRC (and the ICRC masks the UDP checksum).
@@ -427,17 +445,19 @@ pub struct ParsedFrame<'a> {
 
 impl<'a> ParsedFrame<'a> {
     /// The payload, without pad.
+    #[inline]
     pub fn payload(&self) -> &'a [u8] {
         &self.bytes[self.layout.payload..self.layout.pad]
     }
     /// The BTH pad count.
+    #[inline]
     pub fn pad_count(&self) -> u8 {
         (self.layout.icrc - self.layout.pad) as u8
     }
     /// The ICRC the frame carries.
+    #[inline]
     pub fn icrc(&self) -> u32 {
-        let b = &self.bytes[self.layout.icrc..self.layout.end];
-        icrc::read(&[b[0], b[1], b[2], b[3]])
+        carried_icrc(&self.bytes[self.layout.icrc..self.layout.end])
     }
     /// The ICRC computed over the frame.
     pub fn computed_icrc(&self) -> u32 {
@@ -445,36 +465,53 @@ impl<'a> ParsedFrame<'a> {
         icrc::compute(self.l3()).unwrap_or(0)
     }
     /// The bytes the ICRC covers: from the IP header to the end of the pad.
+    #[inline]
     pub fn l3(&self) -> &'a [u8] {
         &self.bytes[self.layout.ip..self.layout.icrc]
     }
     /// The whole frame, including any Ethernet padding.
+    #[inline]
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
     /// Fails with [`Error::BadIcrc`] unless the carried ICRC is the computed one. Always
     /// succeeds when built with `--cfg fuzzing`.
     pub fn verify_icrc(&self) -> Result<()> {
-        let (computed, received) = (self.computed_icrc(), self.icrc());
-        if computed == received || cfg!(fuzzing) {
-            Ok(())
-        } else {
-            Err(Error::BadIcrc { computed, received })
-        }
+        let l = &self.layout;
+        check_icrc(&self.bytes[l.ip..l.icrc], &self.bytes[l.icrc..l.end])
+    }
+}
+
+fn carried_icrc(icrc: &[u8]) -> u32 {
+    icrc::read(&[icrc[0], icrc[1], icrc[2], icrc[3]])
+}
+
+/// Compares the ICRC computed over `l3` with the carried one (skipped by fuzzing builds).
+fn check_icrc(l3: &[u8], carried: &[u8]) -> Result<()> {
+    let (computed, received) = (icrc::compute(l3)?, carried_icrc(carried));
+    if computed == received || cfg!(fuzzing) {
+        Ok(())
+    } else {
+        Err(Error::BadIcrc { computed, received })
     }
 }
 
 /// Parses and verifies a whole frame. Every malformed input fails with its own [`Error`];
 /// nothing panics.
 pub fn parse(frame: &[u8]) -> Result<ParsedFrame<'_>> {
-    let parsed = parse_unverified(frame)?;
-    parsed.verify_icrc()?;
-    Ok(parsed)
+    parse_with(frame, true)
 }
 
 /// Parses a frame and checks its structure, but not its ICRC: the dissector uses this to show a
 /// frame whose ICRC is wrong. Receive paths use [`parse`].
 pub fn parse_unverified(frame: &[u8]) -> Result<ParsedFrame<'_>> {
+    parse_with(frame, false)
+}
+
+/// The parser. `verify` checks the ICRC before the result is built, so [`parse`] writes its
+/// result once instead of copying it out of [`parse_unverified`].
+#[inline(always)]
+fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
     let eth = EthernetFrame::new_checked(frame).map_err(|_| Error::Truncated)?;
     let (vlan, ethertype, ip_at) = match u16::from(eth.ethertype()) {
         vlan::TPID => {
@@ -544,6 +581,12 @@ pub fn parse_unverified(frame: &[u8]) -> Result<ParsedFrame<'_>> {
     let ext = ExtRepr::parse(info.headers, &frame[ext_at..ext_at + ext_len])?;
     let layout = Layout::new(vlan.is_some(), ip_len, info.headers, body_len - pad, pad);
     debug_assert_eq!(layout.end, ip_at + ip_end);
+    if verify {
+        check_icrc(
+            &frame[layout.ip..layout.icrc],
+            &frame[layout.icrc..layout.end],
+        )?;
+    }
     Ok(ParsedFrame {
         repr: FrameRepr {
             eth: eth_repr,
@@ -683,6 +726,16 @@ mod tests {
             .unwrap();
         assert_eq!(&buf[..n], &SEND_ONLY_V4[..]);
         assert_eq!(send_only_repr().frame_len(17), 78);
+    }
+
+    #[test]
+    fn emit_in_place_around_a_placed_payload() {
+        let mut buf = [0xeeu8; 128];
+        let at = send_only_repr().payload_offset();
+        assert_eq!(at, 54);
+        buf[at..at + 17].copy_from_slice(b"RoCEv2 on a plain");
+        let n = send_only_repr().emit_in_place(17, &mut buf).unwrap();
+        assert_eq!(&buf[..n], &SEND_ONLY_V4[..]);
     }
 
     #[test]

@@ -25,6 +25,30 @@ pub const MAX_PREFIX_LEN: usize = 8 + 40 + 8 + 12;
 const UDP_LEN: usize = 8;
 const BTH_LEN: usize = 12;
 
+/// The CRC-32 of [`MASKED_LRH`] alone, computed at compile time: every ICRC starts from it, so
+/// the eight bytes are never hashed at run time.
+const LRH_STATE: u32 = reference_crc(!0, &MASKED_LRH) ^ !0;
+
+/// A bit-at-a-time CRC-32 step (reflected polynomial 0xEDB88320) over `bytes`, from and to the
+/// raw (non-inverted) register. Slow; for the constant above and for tests.
+const fn reference_crc(mut crc: u32, bytes: &[u8]) -> u32 {
+    let mut i = 0;
+    while i < bytes.len() {
+        crc ^= bytes[i] as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        i += 1;
+    }
+    crc
+}
+
 /// The IP header length for the version in the first nibble of `l3`.
 fn ip_header_len(l3: &[u8]) -> Result<usize> {
     match l3.first().map(|b| b >> 4) {
@@ -35,41 +59,72 @@ fn ip_header_len(l3: &[u8]) -> Result<usize> {
     }
 }
 
-/// Writes the masked prefix (LRH stand-in, IP, UDP and BTH headers with the variant fields set to
-/// ones) of `l3`, the bytes from the IP header to the end of the pad, into `out`. Returns the
-/// prefix's length; the ICRC goes on over `l3[prefix_len - 8..]`.
-pub fn masked_prefix(l3: &[u8], out: &mut [u8; MAX_PREFIX_LEN]) -> Result<usize> {
+/// The offsets in `l3` of the masked bytes, and how long the IP, UDP and BTH headers are
+/// together. Each masked byte becomes 0xff, except the IPv6 version nibble, which stays.
+fn masked_bytes(l3: &[u8]) -> Result<(&'static [usize], usize)> {
+    // IPv4: ToS 1, TTL 8, checksum 10-11; UDP checksum 26-27; BTH byte 4 at 32.
+    const V4: &[usize] = &[1, 8, 10, 11, 26, 27, 32];
+    // IPv6: Traffic Class and Flow Label 0-3 (byte 0's low nibble only), Hop Limit 7; UDP
+    // checksum 46-47; BTH byte 4 at 52.
+    const V6: &[usize] = &[0, 1, 2, 3, 7, 46, 47, 52];
     let ip_len = ip_header_len(l3)?;
     let headers = ip_len + UDP_LEN + BTH_LEN;
     if l3.len() < headers {
         return Err(Error::Truncated);
     }
-    out[..8].copy_from_slice(&MASKED_LRH);
-    let p = &mut out[8..8 + headers];
-    p.copy_from_slice(&l3[..headers]);
-    if ip_len == 20 {
-        p[1] = 0xff; // Type of Service
-        p[8] = 0xff; // TTL
-        p[10..12].fill(0xff); // header checksum
-    } else {
-        p[0] |= 0x0f; // Traffic Class, high nibble
-        p[1..4].fill(0xff); // Traffic Class, low nibble, and Flow Label
-        p[7] = 0xff; // Hop Limit
+    Ok((if ip_len == 20 { V4 } else { V6 }, headers))
+}
+
+/// Sets the masked bytes of `headers` (the IP, UDP and BTH headers) to ones.
+fn mask(headers: &mut [u8], offsets: &[usize]) {
+    for &i in offsets {
+        // The IPv6 version nibble is covered as it is.
+        headers[i] = if i == 0 { headers[0] | 0x0f } else { 0xff };
     }
-    p[ip_len + 6..ip_len + 8].fill(0xff); // UDP checksum
-    p[ip_len + UDP_LEN + 4] = 0xff; // BTH FECN, BECN, reserved
+}
+
+/// Writes the masked prefix (LRH stand-in, IP, UDP and BTH headers with the variant fields set to
+/// ones) of `l3`, the bytes from the IP header to the end of the pad, into `out`. Returns the
+/// prefix's length; the ICRC goes on over `l3[prefix_len - 8..]`.
+pub fn masked_prefix(l3: &[u8], out: &mut [u8; MAX_PREFIX_LEN]) -> Result<usize> {
+    let (offsets, headers) = masked_bytes(l3)?;
+    out[..8].copy_from_slice(&MASKED_LRH);
+    out[8..8 + headers].copy_from_slice(&l3[..headers]);
+    mask(&mut out[8..8 + headers], offsets);
     Ok(8 + headers)
 }
 
 /// Computes the ICRC of `l3`: the bytes from the IP header to the end of the pad, without the
-/// ICRC itself. Two hasher updates, no allocation.
+/// ICRC itself. It hashes a masked copy of the headers, then the rest in place; no allocation.
 #[inline]
 pub fn compute(l3: &[u8]) -> Result<u32> {
-    let mut prefix = [0u8; MAX_PREFIX_LEN];
-    let n = masked_prefix(l3, &mut prefix)?;
-    let mut hasher = Hasher::new();
-    hasher.update(&prefix[..n]);
-    hasher.update(&l3[n - 8..]);
+    let (offsets, headers) = masked_bytes(l3)?;
+    let mut copy = [0u8; MAX_PREFIX_LEN - 8];
+    let copy = &mut copy[..headers];
+    copy.copy_from_slice(&l3[..headers]);
+    mask(copy, offsets);
+    let mut hasher = Hasher::new_with_initial(LRH_STATE);
+    hasher.update(copy);
+    hasher.update(&l3[headers..]);
+    Ok(hasher.finalize())
+}
+
+/// Computes the ICRC of `l3` like [`compute`], but in one pass over the bytes where they are: it
+/// masks the variant fields in place, hashes, and puts them back. For buffers the caller owns,
+/// such as a frame being built.
+#[inline]
+pub fn compute_in_place(l3: &mut [u8]) -> Result<u32> {
+    let (offsets, _) = masked_bytes(l3)?;
+    let mut saved = [0u8; 8];
+    for (s, &i) in saved.iter_mut().zip(offsets) {
+        *s = l3[i];
+    }
+    mask(l3, offsets);
+    let mut hasher = Hasher::new_with_initial(LRH_STATE);
+    hasher.update(l3);
+    for (&s, &i) in saved.iter().zip(offsets) {
+        l3[i] = s;
+    }
     Ok(hasher.finalize())
 }
 
@@ -83,8 +138,8 @@ pub fn to_bytes(icrc: u32) -> [u8; ICRC_LEN] {
     icrc.to_le_bytes()
 }
 
-/// A slow reference: a bit-at-a-time CRC-32 over a fully masked copy, written from the spec's
-/// description alone, to test [`compute`] against.
+/// A slow reference, written from the spec's description alone, to test [`compute`] against:
+/// a fully masked copy (with its own masking code) hashed a bit at a time.
 #[cfg(test)]
 pub(crate) fn reference(l3: &[u8]) -> u32 {
     let mut bytes = MASKED_LRH.to_vec();
@@ -105,18 +160,7 @@ pub(crate) fn reference(l3: &[u8]) -> u32 {
     bytes[udp + 6] = 0xff;
     bytes[udp + 7] = 0xff;
     bytes[bth + 4] = 0xff;
-    let mut crc = 0xffff_ffffu32;
-    for b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0xedb8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
+    !reference_crc(!0, &bytes)
 }
 
 #[cfg(test)]
@@ -172,6 +216,26 @@ mod tests {
         assert_eq!(compute(&changed).unwrap(), icrc);
         changed[4] = 1; // payload length is covered
         assert_ne!(compute(&changed).unwrap(), icrc);
+    }
+
+    #[test]
+    fn in_place_agrees_and_restores_the_bytes() {
+        let mut v6 = vec![0x6a, 0xbc, 0xde, 0xf1, 0x00, 0x1c, 0x11, 0x40];
+        v6.extend_from_slice(&[0xfd; 32]);
+        v6.extend_from_slice(&v4_send()[20..]);
+        for l3 in [v4_send(), v6] {
+            let mut buf = l3.clone();
+            assert_eq!(compute_in_place(&mut buf).unwrap(), compute(&l3).unwrap());
+            assert_eq!(buf, l3);
+        }
+        assert_eq!(compute_in_place(&mut [0x45; 30]), Err(Error::Truncated));
+    }
+
+    #[test]
+    fn lrh_state_is_the_crc_of_eight_ff_bytes() {
+        let mut h = Hasher::new();
+        h.update(&MASKED_LRH);
+        assert_eq!(LRH_STATE, h.finalize());
     }
 
     #[test]
