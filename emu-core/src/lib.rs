@@ -1,4 +1,51 @@
-//! The sans-IO RoCEv2 engine: memory regions, queues and the RC/UC/UD transports, driven by time,
-//! packets and verbs calls as inputs (the shape of quinn-proto and Linux rxe).
+//! The sans-IO RoCEv2 engine: what an RNIC does, with no sockets and no clock inside (the
+//! shape of quinn-proto, the roles of Linux rxe).
 //!
-//! Not written yet: this crate reserves its place in the workspace. See issue 3.
+//! - [`Engine`] holds one device's verbs objects (protection domains, memory regions and
+//!   windows, completion queues, shared receive queues, queue pairs) and runs the RC, UC and
+//!   UD transports. Its inputs are verbs calls, received frames and time; its outputs are
+//!   frames to send, completions, events and the next timeout.
+//! - Each RC role has its own module: the [`requester`] turns work requests into packets, the
+//!   [`responder`] checks and executes requests, the [`completer`] turns responses into
+//!   completions and drives retransmission.
+//! - Application memory is reached through the [`Memory`] trait.
+//! - [`native`] is a Rust API over the engine (library mode), with an in-process loopback link.
+
+mod attr;
+pub mod completer;
+mod counters;
+mod cq;
+mod dma;
+mod engine;
+mod error;
+mod event;
+mod gid;
+mod keys;
+mod memory;
+pub mod native;
+pub mod psn;
+mod qp;
+mod qp_attr;
+pub mod requester;
+pub mod responder;
+mod rng;
+mod slab;
+mod time;
+mod wr;
+
+pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};
+pub use counters::Counters;
+pub use cq::{WC_GRH, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
+pub use engine::{Config, Engine, MAX_FRAME, QpInit, mtu_for_bytes};
+pub use error::{Result, VerbsError};
+pub use event::Event;
+pub use gid::Gid;
+pub use keys::{Access, MwType};
+pub use memory::{Fault, HeapMemory, Memory, Space};
+pub use qp::QpCap;
+pub use qp_attr::{AttrMask, QpAttr, QpState, QpType};
+pub use time::{Instant, ack_timeout};
+pub use wr::{
+    AddressHandle, MwBind, RecvWr, Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
+    SendOp, SendWr, Sge, UdDest,
+};

@@ -8,6 +8,8 @@ use softrnic_wire::{
 };
 use std::path::{Path, PathBuf};
 
+pub mod sim;
+
 /// The repository's root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -1,0 +1,330 @@
+//! The completer: turns ACKs, NAKs, READ responses and atomic ACKs into completions, and
+//! decides when the requester goes back to resend (IBA 9.7.5.1; rxe_comp.c).
+//!
+//! Work requests complete strictly in order, from the front of the send queue.
+
+use softrnic_wire::{NakCode, Operation, ParsedFrame, Position, Syndrome};
+
+use crate::cq::WcStatus;
+use crate::dma;
+use crate::memory::Memory;
+use crate::psn;
+use crate::qp::{Qp, Shared};
+use crate::time::{Instant, ack_timeout};
+use crate::wr::SendOp;
+
+/// The completer's state.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Completer {
+    /// The oldest PSN not yet acknowledged: the next response expected.
+    pub psn: u32,
+    /// Transport retries left (IBA 9.7.6.1.3: 7 is seven retries, not infinite).
+    pub retry_left: u8,
+    /// RNR retries left (7 is infinite, IBA 9.7.5.2.8).
+    pub rnr_left: u8,
+    /// When the local ACK timer fires.
+    pub timer: Option<Instant>,
+    /// The PSN a NAK-triggered resend started from: further NAKs for it are the same loss.
+    pub retrying_from: Option<u32>,
+}
+
+impl Completer {
+    /// A completer expecting `psn` first.
+    pub fn new(psn: u32, retry_cnt: u8, rnr_retry: u8) -> Completer {
+        Completer {
+            psn,
+            retry_left: retry_cnt,
+            rnr_left: rnr_retry,
+            ..Completer::default()
+        }
+    }
+
+    /// Starts the local ACK timer if it is not running.
+    pub fn arm(&mut self, now: Instant, timeout: u8) {
+        if self.timer.is_none() {
+            self.timer = ack_timeout(timeout).map(|d| now + d);
+        }
+    }
+
+    /// Stops the timer.
+    pub fn stop(&mut self) {
+        self.timer = None;
+    }
+}
+
+/// Why the requester goes back.
+enum Retry {
+    Timeout,
+    Nak,
+}
+
+/// A response or ACK beyond the WQE at the front.
+struct ImpliedNak;
+
+/// Forward progress: the retry counters start over (IBA 9.7.6.1.3) and the timer restarts if
+/// anything is still outstanding.
+fn progressed<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
+    qp.comp.retry_left = qp.attr.retry_cnt;
+    qp.comp.rnr_left = qp.attr.rnr_retry;
+    qp.comp.retrying_from = None;
+    qp.comp.timer = None;
+    if qp.req.started(0) {
+        qp.comp.arm(now, qp.attr.timeout);
+    }
+    let _ = sh;
+}
+
+/// Completes the SEND/WRITE WQEs that end before `end`: a later response acknowledges them
+/// (IBA 9.7.5.1.1: ACKs are cumulative). A READ or atomic among them whose response never
+/// came is an implied NAK (9.7.5.1.5).
+fn complete_before<M>(qp: &mut Qp, sh: &mut Shared<M>, end: u32) -> Result<bool, ImpliedNak> {
+    let mut progress = false;
+    while let Some(w) = qp.sq.front() {
+        if !qp.req.started(0) || psn::diff(w.last_psn, end) >= 0 {
+            break;
+        }
+        if w.wr.op.is_read_or_atomic() {
+            return Err(ImpliedNak);
+        }
+        qp.comp.psn = psn::add(w.last_psn, 1);
+        qp.sq[0].status = Some(WcStatus::Success);
+        qp.retire(sh);
+        progress = true;
+    }
+    Ok(progress)
+}
+
+/// Handles a response packet for this QP.
+pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
+    let bth = &pkt.repr.bth;
+    let p = bth.psn;
+    // A response to a PSN never sent is a ghost (IBA 9.7.5.1.2); one before the oldest
+    // outstanding PSN is a duplicate. Both are ignored.
+    if psn::diff(p, qp.req.max_sent) >= 0 || !qp.req.started(0) {
+        sh.counters.duplicate_response += 1;
+        return;
+    }
+    let info = bth.opcode.info();
+    match info.operation {
+        Operation::Acknowledge => match pkt.repr.ext.aeth.map(|a| a.syndrome) {
+            Some(Syndrome::Ack(_)) => ack(qp, sh, now, p),
+            Some(Syndrome::RnrNak(timer)) => {
+                if nak_prefix(qp, sh, now, p).is_err() {
+                    return retry(qp, sh, now, Retry::Nak);
+                }
+                sh.counters.rnr_nak_retry_err += 1;
+                if qp.req.rnr_until.is_some() && qp.comp.retrying_from == Some(qp.comp.psn) {
+                    return;
+                }
+                if qp.comp.rnr_left == 0 {
+                    sh.counters.rnr_retry_exceeded_err += 1;
+                    return qp.fail_front(sh, WcStatus::RnrRetryExcErr);
+                }
+                if qp.comp.rnr_left != 7 {
+                    qp.comp.rnr_left -= 1;
+                }
+                rewind(qp, sh);
+                qp.req.rnr_until =
+                    Some(now + core::time::Duration::from_micros(timer.micros() as u64));
+            }
+            Some(Syndrome::Nak(code)) => {
+                if nak_prefix(qp, sh, now, p).is_err() {
+                    return retry(qp, sh, now, Retry::Nak);
+                }
+                let status = match code {
+                    NakCode::PsnSequenceError => {
+                        sh.counters.packet_seq_err += 1;
+                        if qp.comp.retrying_from != Some(qp.comp.psn) {
+                            retry(qp, sh, now, Retry::Nak);
+                        }
+                        return;
+                    }
+                    NakCode::InvalidRequest => {
+                        sh.counters.req_remote_invalid_request += 1;
+                        WcStatus::RemInvReqErr
+                    }
+                    NakCode::RemoteAccessError => {
+                        sh.counters.req_remote_access_errors += 1;
+                        WcStatus::RemAccessErr
+                    }
+                    _ => {
+                        sh.counters.req_remote_operational_errors += 1;
+                        WcStatus::RemOpErr
+                    }
+                };
+                qp.fail_front(sh, status);
+            }
+            Some(Syndrome::Reserved(_)) | None => {
+                sh.counters.req_remote_operational_errors += 1;
+                qp.fail_front(sh, WcStatus::BadRespErr);
+            }
+        },
+        Operation::RdmaReadResponse => read_response(qp, sh, now, pkt),
+        Operation::AtomicAcknowledge => atomic_ack(qp, sh, now, pkt),
+        _ => {}
+    }
+}
+
+/// A positive ACK for everything up to and including `p`.
+fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
+    if psn::diff(p, qp.comp.psn) < 0 {
+        sh.counters.duplicate_response += 1;
+        return;
+    }
+    let mut progress = match complete_before(qp, sh, psn::add(p, 1)) {
+        Ok(progress) => progress,
+        Err(ImpliedNak) => return implied_nak(qp, sh, now),
+    };
+    if let Some(w) = qp.sq.front()
+        && qp.req.started(0)
+        && psn::diff(p, w.first_psn) >= 0
+    {
+        if w.wr.op.is_read_or_atomic() {
+            return implied_nak(qp, sh, now);
+        }
+        // Part of a multi-packet message is acknowledged.
+        qp.comp.psn = psn::add(p, 1);
+        progress = true;
+    }
+    if progress {
+        progressed(qp, sh, now);
+    }
+}
+
+/// A NAK for `p` acknowledges everything before it.
+fn nak_prefix<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> Result<(), ImpliedNak> {
+    let mut progress = complete_before(qp, sh, p)?;
+    if let Some(w) = qp.sq.front()
+        && qp.req.started(0)
+        && !w.wr.op.is_read_or_atomic()
+        && psn::diff(p, w.first_psn) > 0
+        && psn::diff(p, qp.comp.psn) > 0
+    {
+        qp.comp.psn = p;
+        progress = true;
+    }
+    if progress {
+        progressed(qp, sh, now);
+    }
+    Ok(())
+}
+
+fn implied_nak<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
+    if qp.comp.retrying_from == Some(qp.comp.psn) {
+        return;
+    }
+    sh.counters.implied_nak_seq_err += 1;
+    retry(qp, sh, now, Retry::Nak);
+}
+
+/// Goes back to the oldest unacknowledged PSN, or fails the WQE there when retries ran out.
+fn retry<M>(qp: &mut Qp, sh: &mut Shared<M>, _now: Instant, why: Retry) {
+    if qp.comp.retry_left == 0 {
+        sh.counters.retry_exceeded_err += 1;
+        return qp.fail_front(sh, WcStatus::RetryExcErr);
+    }
+    qp.comp.retry_left -= 1;
+    rewind(qp, sh);
+    if let Retry::Timeout = why {
+        qp.comp.retrying_from = None;
+    }
+}
+
+fn rewind<M>(qp: &mut Qp, sh: &mut Shared<M>) {
+    let mtu = qp.mtu(sh);
+    let psn = qp.comp.psn;
+    qp.req.rewind(qp.sq.front(), psn, mtu);
+    qp.comp.retrying_from = Some(psn);
+    qp.comp.timer = None;
+}
+
+/// The local ACK timer fired (IBA 9.7.6.1.3).
+pub(crate) fn timeout<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
+    qp.comp.timer = None;
+    if !qp.req.started(0) {
+        return;
+    }
+    sh.counters.local_ack_timeout_err += 1;
+    retry(qp, sh, now, Retry::Timeout);
+}
+
+fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
+    let p = pkt.repr.bth.psn;
+    if psn::diff(p, qp.comp.psn) < 0 {
+        sh.counters.duplicate_response += 1;
+        return;
+    }
+    match complete_before(qp, sh, p) {
+        Ok(true) => progressed(qp, sh, now),
+        Ok(false) => {}
+        Err(ImpliedNak) => return implied_nak(qp, sh, now),
+    }
+    let mtu = qp.mtu(sh);
+    let Some(w) = qp.sq.front() else { return };
+    let SendOp::Read(_) = w.wr.op else {
+        sh.counters.duplicate_response += 1;
+        return;
+    };
+    if !qp.req.started(0) || psn::diff(p, w.first_psn) < 0 || psn::diff(p, w.last_psn) > 0 {
+        sh.counters.duplicate_response += 1;
+        return;
+    }
+    if p != qp.comp.psn {
+        // A READ response is missing before this one (IBA 9.7.5.1.5).
+        return implied_nak(qp, sh, now);
+    }
+    let payload = pkt.payload();
+    let n = payload.len() as u32;
+    let left = w.len - w.read_done;
+    let last = matches!(
+        pkt.repr.bth.opcode.info().position,
+        Position::Last | Position::Only
+    );
+    let sane = if last {
+        n == left
+    } else {
+        n == mtu && n < left
+    };
+    if !sane {
+        return qp.fail_front(sh, WcStatus::BadRespErr);
+    }
+    let (pd, offset) = (qp.pd, w.read_done);
+    if let Err(status) = dma::scatter(&mut sh.mem, &sh.keys, pd, &w.wr.sgl, offset, payload) {
+        return qp.fail_front(sh, status);
+    }
+    qp.sq[0].read_done += n;
+    qp.comp.psn = psn::add(p, 1);
+    if last {
+        qp.sq[0].status = Some(WcStatus::Success);
+        qp.retire(sh);
+    }
+    progressed(qp, sh, now);
+}
+
+fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
+    let p = pkt.repr.bth.psn;
+    if psn::diff(p, qp.comp.psn) < 0 {
+        sh.counters.duplicate_response += 1;
+        return;
+    }
+    match complete_before(qp, sh, p) {
+        Ok(true) => progressed(qp, sh, now),
+        Ok(false) => {}
+        Err(ImpliedNak) => return implied_nak(qp, sh, now),
+    }
+    let Some(w) = qp.sq.front() else { return };
+    if !qp.req.started(0) || !w.wr.op.is_atomic() || w.first_psn != p {
+        sh.counters.duplicate_response += 1;
+        return;
+    }
+    let orig = pkt.repr.ext.atomic_ack_eth.map_or(0, |a| a.orig);
+    let pd = qp.pd;
+    if let Err(status) = dma::scatter(&mut sh.mem, &sh.keys, pd, &w.wr.sgl, 0, &orig.to_ne_bytes())
+    {
+        return qp.fail_front(sh, status);
+    }
+    qp.comp.psn = psn::add(p, 1);
+    qp.sq[0].status = Some(WcStatus::Success);
+    qp.retire(sh);
+    progressed(qp, sh, now);
+}

@@ -1,0 +1,246 @@
+//! Completion queues and work completions, with the statuses and opcodes of `ibv_wc`.
+
+use std::collections::VecDeque;
+
+/// A completion status, numbered as `enum ibv_wc_status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum WcStatus {
+    Success = 0,
+    LocLenErr = 1,
+    LocQpOpErr = 2,
+    LocProtErr = 4,
+    WrFlushErr = 5,
+    MwBindErr = 6,
+    BadRespErr = 7,
+    LocAccessErr = 8,
+    RemInvReqErr = 9,
+    RemAccessErr = 10,
+    RemOpErr = 11,
+    RetryExcErr = 12,
+    RnrRetryExcErr = 13,
+    FatalErr = 19,
+    GeneralErr = 21,
+}
+
+/// A completion opcode, numbered as `enum ibv_wc_opcode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+#[allow(missing_docs)]
+pub enum WcOpcode {
+    Send = 0,
+    RdmaWrite = 1,
+    RdmaRead = 2,
+    CompSwap = 3,
+    FetchAdd = 4,
+    BindMw = 5,
+    LocalInv = 6,
+    Recv = 128,
+    RecvRdmaWithImm = 129,
+}
+
+/// `ibv_wc_flags`: the completion carries a GRH.
+pub const WC_GRH: u32 = 1;
+/// `ibv_wc_flags`: the completion carries immediate data.
+pub const WC_WITH_IMM: u32 = 2;
+/// `ibv_wc_flags`: the completion invalidated a key.
+pub const WC_WITH_INV: u32 = 8;
+
+/// A work completion, as `struct ibv_wc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Wc {
+    /// The WR's ID.
+    pub wr_id: u64,
+    /// How it ended.
+    pub status: WcStatus,
+    /// What it was (valid only on success, as in verbs, but softrnic always sets it).
+    pub opcode: WcOpcode,
+    /// Bytes received (receive completions) or read.
+    pub byte_len: u32,
+    /// Immediate data (network order value as the IMMDT carried it), or the invalidated rkey.
+    pub imm_data: u32,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// The sender's QP (UD receives).
+    pub src_qp: u32,
+    /// `WC_GRH`, `WC_WITH_IMM`, `WC_WITH_INV`.
+    pub wc_flags: u32,
+    /// Whether the sender set the solicited event bit (receives).
+    pub solicited: bool,
+}
+
+impl Wc {
+    /// A completion with only the fields every completion has.
+    pub fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Wc {
+        Wc {
+            wr_id,
+            status,
+            opcode,
+            byte_len: 0,
+            imm_data: 0,
+            qp_num,
+            src_qp: 0,
+            wc_flags: 0,
+            solicited: false,
+        }
+    }
+}
+
+/// How a CQ is armed (`ibv_req_notify_cq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arm {
+    /// Not armed.
+    Off,
+    /// Notify on the next completion.
+    Any,
+    /// Notify on the next solicited or error completion.
+    Solicited,
+}
+
+/// A completion queue.
+#[derive(Debug)]
+pub struct Cq {
+    entries: VecDeque<Wc>,
+    capacity: usize,
+    arm: Arm,
+    overflowed: bool,
+}
+
+/// What pushing a completion caused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pushed {
+    /// Queued, and no notification is due.
+    Queued,
+    /// Queued, and the CQ was armed for it: notify the completion channel.
+    Notify,
+    /// The CQ was full: the completion is lost and the CQ is in error (IBA 11.4.2.1: CQ
+    /// overrun is an affiliated asynchronous error).
+    Overflow,
+}
+
+impl Cq {
+    /// A CQ with room for `capacity` completions.
+    pub fn new(capacity: usize) -> Cq {
+        Cq {
+            entries: VecDeque::with_capacity(capacity.min(4096)),
+            capacity,
+            arm: Arm::Off,
+            overflowed: false,
+        }
+    }
+
+    /// Adds a completion.
+    pub fn push(&mut self, wc: Wc) -> Pushed {
+        if self.overflowed || self.entries.len() >= self.capacity {
+            let first = !self.overflowed;
+            self.overflowed = true;
+            return if first {
+                Pushed::Overflow
+            } else {
+                Pushed::Queued
+            };
+        }
+        self.entries.push_back(wc);
+        let due = match self.arm {
+            Arm::Off => false,
+            Arm::Any => true,
+            Arm::Solicited => wc.solicited || wc.status != WcStatus::Success,
+        };
+        if due {
+            self.arm = Arm::Off;
+            Pushed::Notify
+        } else {
+            Pushed::Queued
+        }
+    }
+
+    /// Takes up to `out.len()` completions, oldest first; returns how many.
+    pub fn poll(&mut self, out: &mut [Wc]) -> usize {
+        let n = out.len().min(self.entries.len());
+        for (slot, wc) in out.iter_mut().zip(self.entries.drain(..n)) {
+            *slot = wc;
+        }
+        n
+    }
+
+    /// Arms the CQ. Returns true if a notification is due at once (IBA 11.4.2.2: a solicited
+    /// request never downgrades an armed "any" request).
+    pub fn arm(&mut self, solicited_only: bool) {
+        self.arm = match (self.arm, solicited_only) {
+            (Arm::Any, _) | (_, false) => Arm::Any,
+            _ => Arm::Solicited,
+        };
+    }
+
+    /// Completions waiting.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether none are waiting.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The capacity.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether the CQ overflowed (it then accepts no more completions).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// Changes the capacity (`ibv_resize_cq`); fails if the waiting completions do not fit.
+    pub fn resize(&mut self, capacity: usize) -> crate::Result<()> {
+        if capacity < self.entries.len() {
+            return Err(crate::VerbsError::Invalid(
+                "new size is smaller than the completions waiting",
+            ));
+        }
+        self.capacity = capacity;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wc(id: u64, solicited: bool) -> Wc {
+        Wc {
+            solicited,
+            ..Wc::new(id, WcStatus::Success, WcOpcode::Recv, 1)
+        }
+    }
+
+    #[test]
+    fn polls_in_order_and_overflows_once() {
+        let mut cq = Cq::new(2);
+        assert_eq!(cq.push(wc(1, false)), Pushed::Queued);
+        assert_eq!(cq.push(wc(2, false)), Pushed::Queued);
+        assert_eq!(cq.push(wc(3, false)), Pushed::Overflow);
+        assert_eq!(cq.push(wc(4, false)), Pushed::Queued);
+        assert!(cq.overflowed());
+        let mut out = [wc(0, false); 4];
+        assert_eq!(cq.poll(&mut out), 2);
+        assert_eq!((out[0].wr_id, out[1].wr_id), (1, 2));
+    }
+
+    #[test]
+    fn arming_notifies_once() {
+        let mut cq = Cq::new(8);
+        cq.arm(true);
+        assert_eq!(cq.push(wc(1, false)), Pushed::Queued);
+        assert_eq!(cq.push(wc(2, true)), Pushed::Notify);
+        assert_eq!(cq.push(wc(3, true)), Pushed::Queued);
+        cq.arm(false);
+        cq.arm(true);
+        assert_eq!(cq.push(wc(4, false)), Pushed::Notify);
+        cq.arm(true);
+        let err = Wc::new(5, WcStatus::WrFlushErr, WcOpcode::Recv, 1);
+        assert_eq!(cq.push(err), Pushed::Notify);
+    }
+}

@@ -1,0 +1,762 @@
+//! The engine: one RNIC's worth of state, driven by verbs calls, packets and time.
+
+use std::collections::{HashMap, VecDeque};
+
+use smoltcp::wire::EthernetAddress;
+use softrnic_wire::{Error as WireError, IpRepr, Operation, Transport, frame};
+
+use crate::attr::{DeviceAttr, Mtu, PortAttr};
+use crate::completer::{self, Completer};
+use crate::counters::Counters;
+use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
+use crate::event::Event;
+use crate::gid::Gid;
+use crate::keys::{Access, KeyTable, MwType};
+use crate::memory::{Memory, Space};
+use crate::qp::{Qp, QpCap, SendWqe, Shared, Srq};
+use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
+use crate::requester::{self, Requester};
+use crate::responder::{self, Responder};
+use crate::rng::Rng;
+use crate::slab::Slab;
+use crate::time::Instant;
+use crate::wr::{RecvWr, SEND_INLINE, SendOp, SendWr, sgl_len};
+use crate::{Result, VerbsError};
+
+/// The largest frame the engine writes: a 4096-byte payload with every header (Ethernet with a
+/// VLAN tag, IPv6, UDP, BTH, the largest extension headers) and the ICRC.
+pub const MAX_FRAME: usize = 4096 + 18 + 40 + 8 + 12 + 28 + 4;
+
+/// How an engine is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Seeds every random choice (initial QPNs, key bytes, UDP source ports).
+    pub seed: u64,
+    /// This device's MAC.
+    pub mac: EthernetAddress,
+    /// The GID table (the device keeps it in sync with the interface's addresses).
+    pub gids: Vec<Gid>,
+    /// The Ethernet MTU, which sets the port's active MTU.
+    pub eth_mtu: u32,
+    /// The limits reported and enforced.
+    pub device: DeviceAttr,
+}
+
+/// What `create_qp` needs, as `ibv_qp_init_attr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpInit {
+    /// The transport.
+    pub qp_type: QpType,
+    /// Where send completions go.
+    pub send_cq: u32,
+    /// Where receive completions go.
+    pub recv_cq: u32,
+    /// A shared receive queue instead of the QP's own.
+    pub srq: Option<u32>,
+    /// Queue sizes.
+    pub cap: QpCap,
+    /// Every send WR completes, signaled or not.
+    pub sq_sig_all: bool,
+}
+
+#[derive(Debug)]
+struct Pd {
+    space: Space,
+}
+
+/// The sans-IO RoCEv2 engine: the verbs objects of one device and its RC, UC and UD transports.
+///
+/// It never opens a socket or reads a clock. The caller drives it:
+///
+/// 1. Verbs calls (`create_qp`, `post_send`, ...) at any time.
+/// 2. Each received frame goes to [`handle_packet`](Self::handle_packet).
+/// 3. When [`poll_timeout`](Self::poll_timeout)'s instant has passed, call
+///    [`handle_timeout`](Self::handle_timeout).
+/// 4. After any of the above, call [`poll_transmit`](Self::poll_transmit) until it returns
+///    `None`, and send each frame it writes.
+/// 5. Then read completions with [`poll_cq`](Self::poll_cq) and events with
+///    [`poll_event`](Self::poll_event), and sleep until the next frame or `poll_timeout`.
+///
+/// `now` must not go backwards.
+pub struct Engine<M> {
+    sh: Shared<M>,
+    pds: Slab<Pd>,
+    qps: HashMap<u32, Qp>,
+    ready: VecDeque<u32>,
+    next_qpn: u32,
+    device: DeviceAttr,
+    port: PortAttr,
+}
+
+impl<M: Memory> Engine<M> {
+    /// An engine with no objects yet.
+    pub fn new(config: Config, mem: M) -> Engine<M> {
+        let mut rng = Rng::new(config.seed);
+        let port = PortAttr::active(config.eth_mtu);
+        // QPNs 0 and 1 are the special QPs; start at a seeded point so QPNs differ per run.
+        let next_qpn = 0x11 + (rng.next_u32() & 0xffff);
+        Engine {
+            sh: Shared {
+                mem,
+                keys: KeyTable::default(),
+                cqs: Slab::default(),
+                srqs: Slab::default(),
+                events: VecDeque::new(),
+                counters: Counters::default(),
+                rng,
+                mac: config.mac,
+                gids: config.gids,
+                port_mtu: port.active_mtu,
+            },
+            pds: Slab::default(),
+            qps: HashMap::new(),
+            ready: VecDeque::new(),
+            next_qpn,
+            device: config.device,
+            port,
+        }
+    }
+
+    /// The application memory.
+    pub fn memory(&self) -> &M {
+        &self.sh.mem
+    }
+
+    /// The application memory, writable.
+    pub fn memory_mut(&mut self) -> &mut M {
+        &mut self.sh.mem
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> &DeviceAttr {
+        &self.device
+    }
+
+    /// `ibv_query_port`.
+    pub fn query_port(&self) -> &PortAttr {
+        &self.port
+    }
+
+    /// The GID table.
+    pub fn gids(&self) -> &[Gid] {
+        &self.sh.gids
+    }
+
+    /// Replaces the GID table (the device calls this as addresses change).
+    pub fn set_gids(&mut self, gids: Vec<Gid>) {
+        self.sh.gids = gids;
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> &Counters {
+        &self.sh.counters
+    }
+
+    /// The next asynchronous event or completion notification.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.sh.events.pop_front()
+    }
+
+    // --- Protection domains and memory -------------------------------------------------
+
+    /// Allocates a protection domain whose memory lives in address space `space`.
+    pub fn alloc_pd(&mut self, space: Space) -> Result<u32> {
+        if self.pds.len() >= self.device.max_pd as usize {
+            return Err(VerbsError::NoMemory("too many protection domains"));
+        }
+        Ok(self.pds.insert(Pd { space }))
+    }
+
+    /// Frees a protection domain; EBUSY while anything still uses it.
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<()> {
+        self.pds.get(pd).ok_or(VerbsError::Invalid("no such PD"))?;
+        let in_use = self.sh.keys.count_in_pd(pd) > 0
+            || self.qps.values().any(|q| q.pd == pd)
+            || self.sh.srqs.iter().any(|(_, s)| s.pd == pd);
+        if in_use {
+            return Err(VerbsError::Busy("the PD still has objects"));
+        }
+        self.pds.remove(pd);
+        Ok(())
+    }
+
+    fn space_of(&self, pd: u32) -> Result<Space> {
+        Ok(self
+            .pds
+            .get(pd)
+            .ok_or(VerbsError::Invalid("no such PD"))?
+            .space)
+    }
+
+    /// Registers memory; returns the key, which is both lkey and rkey.
+    pub fn reg_mr(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Result<u32> {
+        let space = self.space_of(pd)?;
+        if len > self.device.max_mr_size {
+            return Err(VerbsError::Invalid("region larger than max_mr_size"));
+        }
+        if self.sh.keys.len() >= self.device.max_mr as usize {
+            return Err(VerbsError::NoMemory("too many memory regions"));
+        }
+        self.sh
+            .keys
+            .register(&mut self.sh.rng, pd, space, addr, len, access)
+    }
+
+    /// Deregisters memory: its key stops working at once.
+    pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
+        self.sh.keys.deregister(key)
+    }
+
+    /// Allocates a memory window; returns its rkey (unbound until a bind).
+    pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType) -> Result<u32> {
+        self.space_of(pd)?;
+        Ok(self.sh.keys.alloc_mw(&mut self.sh.rng, pd, mw_type))
+    }
+
+    /// Frees a memory window.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<()> {
+        self.sh.keys.dealloc_mw(rkey)
+    }
+
+    // --- Completion queues ---------------------------------------------------------------
+
+    /// Creates a CQ with room for `cqe` completions.
+    pub fn create_cq(&mut self, cqe: u32) -> Result<u32> {
+        if cqe == 0 || cqe > self.device.max_cqe {
+            return Err(VerbsError::Invalid("cqe must be 1..=max_cqe"));
+        }
+        Ok(self.sh.cqs.insert(Cq::new(cqe as usize)))
+    }
+
+    /// Destroys a CQ; EBUSY while a QP uses it.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<()> {
+        self.sh
+            .cqs
+            .get(cq)
+            .ok_or(VerbsError::Invalid("no such CQ"))?;
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::Busy("a QP uses the CQ"));
+        }
+        self.sh.cqs.remove(cq);
+        Ok(())
+    }
+
+    /// Changes a CQ's size.
+    pub fn resize_cq(&mut self, cq: u32, cqe: u32) -> Result<()> {
+        if cqe == 0 || cqe > self.device.max_cqe {
+            return Err(VerbsError::Invalid("cqe must be 1..=max_cqe"));
+        }
+        self.cq_mut(cq)?.resize(cqe as usize)
+    }
+
+    fn cq_mut(&mut self, cq: u32) -> Result<&mut Cq> {
+        self.sh
+            .cqs
+            .get_mut(cq)
+            .ok_or(VerbsError::Invalid("no such CQ"))
+    }
+
+    /// Takes up to `out.len()` completions.
+    pub fn poll_cq(&mut self, cq: u32, out: &mut [Wc]) -> Result<usize> {
+        Ok(self.cq_mut(cq)?.poll(out))
+    }
+
+    /// Arms a CQ for one notification (`ibv_req_notify_cq`).
+    pub fn req_notify_cq(&mut self, cq: u32, solicited_only: bool) -> Result<()> {
+        self.cq_mut(cq)?.arm(solicited_only);
+        Ok(())
+    }
+
+    // --- Shared receive queues -----------------------------------------------------------
+
+    /// Creates an SRQ.
+    pub fn create_srq(&mut self, pd: u32, max_wr: u32, max_sge: u32) -> Result<u32> {
+        self.space_of(pd)?;
+        if max_wr == 0 || max_wr > self.device.max_srq_wr || max_sge > self.device.max_srq_sge {
+            return Err(VerbsError::Invalid("SRQ size beyond the device's limits"));
+        }
+        Ok(self.sh.srqs.insert(Srq {
+            pd,
+            queue: VecDeque::new(),
+            max_wr,
+            max_sge,
+            limit: 0,
+        }))
+    }
+
+    /// Arms an SRQ's limit event (`ibv_modify_srq` with IBV_SRQ_LIMIT).
+    pub fn modify_srq_limit(&mut self, srq: u32, limit: u32) -> Result<()> {
+        let s = self
+            .sh
+            .srqs
+            .get_mut(srq)
+            .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        if limit > s.max_wr {
+            return Err(VerbsError::Invalid("limit above the SRQ's size"));
+        }
+        s.limit = limit;
+        Ok(())
+    }
+
+    /// Destroys an SRQ; EBUSY while a QP uses it.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<()> {
+        self.sh
+            .srqs
+            .get(srq)
+            .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        if self.qps.values().any(|q| q.srq == Some(srq)) {
+            return Err(VerbsError::Busy("a QP uses the SRQ"));
+        }
+        self.sh.srqs.remove(srq);
+        Ok(())
+    }
+
+    /// Posts a receive WR to an SRQ.
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<()> {
+        let s = self
+            .sh
+            .srqs
+            .get_mut(srq)
+            .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        if wr.sgl.len() > s.max_sge as usize {
+            return Err(VerbsError::Invalid("too many SGEs"));
+        }
+        if s.queue.len() >= s.max_wr as usize {
+            return Err(VerbsError::NoMemory("the SRQ is full"));
+        }
+        s.queue.push_back(wr);
+        Ok(())
+    }
+
+    // --- Queue pairs -----------------------------------------------------------------------
+
+    /// Creates a QP in RESET; returns its number.
+    pub fn create_qp(&mut self, pd: u32, init: QpInit) -> Result<u32> {
+        let space = self.space_of(pd)?;
+        let d = &self.device;
+        let c = &init.cap;
+        if c.max_send_wr > d.max_qp_wr
+            || c.max_recv_wr > d.max_qp_wr
+            || c.max_send_sge > d.max_sge
+            || c.max_recv_sge > d.max_sge
+            || c.max_inline_data > d.max_inline_data
+        {
+            return Err(VerbsError::Invalid(
+                "QP capabilities beyond the device's limits",
+            ));
+        }
+        if self.qps.len() >= d.max_qp as usize {
+            return Err(VerbsError::NoMemory("too many QPs"));
+        }
+        if self.sh.cqs.get(init.send_cq).is_none() || self.sh.cqs.get(init.recv_cq).is_none() {
+            return Err(VerbsError::Invalid("no such CQ"));
+        }
+        if let Some(srq) = init.srq
+            && self.sh.srqs.get(srq).is_none_or(|s| s.pd != pd)
+        {
+            return Err(VerbsError::Invalid("no such SRQ in this PD"));
+        }
+        let qpn = loop {
+            let qpn = self.next_qpn;
+            self.next_qpn = if qpn >= crate::psn::MASK {
+                0x11
+            } else {
+                qpn + 1
+            };
+            if !self.qps.contains_key(&qpn) {
+                break qpn;
+            }
+        };
+        // RoCEv2 puts per-flow entropy in the UDP source port (Annex A17.5.1.1), from the
+        // dynamic range as rxe does.
+        let udp_src_port = 0xc000 | (self.sh.rng.next_u32() as u16 & 0x3fff);
+        let attr = QpAttr::default();
+        let qp = Qp {
+            qpn,
+            qp_type: init.qp_type,
+            state: QpState::Reset,
+            pd,
+            space,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: init.srq,
+            cap: init.cap,
+            sq_sig_all: init.sq_sig_all,
+            attr,
+            sq: VecDeque::new(),
+            rq: VecDeque::new(),
+            req: Requester::default(),
+            comp: Completer::default(),
+            resp: Responder::default(),
+            path: None,
+            udp_src_port,
+            queued: false,
+            established: false,
+        };
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// The QP's current attributes and state.
+    pub fn query_qp(&self, qpn: u32) -> Result<(QpAttr, QpCap)> {
+        let qp = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        let attr = QpAttr {
+            qp_state: qp.state,
+            cur_qp_state: qp.state,
+            ..qp.attr
+        };
+        Ok((attr, qp.cap))
+    }
+
+    /// The QP's transport.
+    pub fn qp_type(&self, qpn: u32) -> Option<QpType> {
+        self.qps.get(&qpn).map(|q| q.qp_type)
+    }
+
+    /// The QP's state.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.qps.get(&qpn).map(|q| q.state)
+    }
+
+    /// Changes a QP's attributes and state (`ibv_modify_qp`), with the IBA rules for which
+    /// attributes each transition requires and allows.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        let (max_rd, max_dest) = (self.device.max_qp_init_rd_atom, self.device.max_qp_rd_atom);
+        let qp = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        let to = check_modify(qp.qp_type, qp.state, attr, mask)?;
+        if mask.contains(AttrMask::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic as u32 > max_rd {
+            return Err(VerbsError::Invalid(
+                "max_rd_atomic above the device's limit",
+            ));
+        }
+        if mask.contains(AttrMask::MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic as u32 > max_dest
+        {
+            return Err(VerbsError::Invalid(
+                "max_dest_rd_atomic above the device's limit",
+            ));
+        }
+        let path = match (mask.contains(AttrMask::AV), attr.ah) {
+            (true, Some(ah)) => Some(self.sh.path(&ah, qp.udp_src_port).ok_or(
+                VerbsError::Invalid("bad sgid_index, or GIDs of different IP versions"),
+            )?),
+            _ => None,
+        };
+        let qp = self.qps.get_mut(&qpn).expect("checked");
+        let a = &mut qp.attr;
+        let m = |bit| mask.contains(bit);
+        if m(AttrMask::ACCESS_FLAGS) {
+            a.qp_access_flags = attr.qp_access_flags;
+        }
+        if m(AttrMask::QKEY) {
+            a.qkey = attr.qkey;
+        }
+        if m(AttrMask::AV) {
+            a.ah = attr.ah;
+            qp.path = path;
+        }
+        if m(AttrMask::PATH_MTU) {
+            a.path_mtu = attr.path_mtu;
+        }
+        if m(AttrMask::TIMEOUT) {
+            a.timeout = attr.timeout;
+        }
+        if m(AttrMask::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt;
+            qp.comp.retry_left = attr.retry_cnt;
+        }
+        if m(AttrMask::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry;
+            qp.comp.rnr_left = attr.rnr_retry;
+        }
+        if m(AttrMask::RQ_PSN) {
+            a.rq_psn = attr.rq_psn;
+            qp.resp = Responder::new(attr.rq_psn);
+        }
+        if m(AttrMask::SQ_PSN) {
+            a.sq_psn = attr.sq_psn;
+            qp.req = Requester::new(attr.sq_psn);
+            qp.comp = Completer::new(attr.sq_psn, a.retry_cnt, a.rnr_retry);
+        }
+        if m(AttrMask::MAX_QP_RD_ATOMIC) {
+            a.max_rd_atomic = attr.max_rd_atomic;
+        }
+        if m(AttrMask::MAX_DEST_RD_ATOMIC) {
+            a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+        }
+        if m(AttrMask::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if m(AttrMask::DEST_QPN) {
+            a.dest_qp_num = attr.dest_qp_num;
+        }
+        if m(AttrMask::EN_SQD_ASYNC_NOTIFY) {
+            a.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        if m(AttrMask::PKEY_INDEX) {
+            a.pkey_index = attr.pkey_index;
+        }
+        match to {
+            QpState::Err => qp.enter_error(&mut self.sh),
+            QpState::Reset => {
+                // IBA 10.3.1: RESET discards all WRs without completions.
+                qp.sq.clear();
+                qp.rq.clear();
+                qp.resp = Responder::default();
+                qp.req = Requester::default();
+                qp.comp = Completer::default();
+                qp.established = false;
+                qp.state = QpState::Reset;
+            }
+            s => qp.state = s,
+        }
+        self.mark_ready(qpn);
+        Ok(())
+    }
+
+    /// Destroys a QP; its outstanding WRs are discarded.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        self.qps
+            .remove(&qpn)
+            .map(|_| ())
+            .ok_or(VerbsError::Invalid("no such QP"))
+    }
+
+    fn mark_ready(&mut self, qpn: u32) {
+        if let Some(qp) = self.qps.get_mut(&qpn)
+            && !qp.queued
+        {
+            qp.queued = true;
+            self.ready.push_back(qpn);
+        }
+    }
+
+    /// Posts a send WR (`ibv_post_send`). Checks what rxe checks at post time (EINVAL for a
+    /// WR the QP cannot carry, ENOMEM when the queue is full); a QP in error completes it at
+    /// once with IBV_WC_WR_FLUSH_ERR.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
+        let qp = self
+            .qps
+            .get_mut(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        if qp.state < QpState::Rts && qp.state != QpState::Err {
+            return Err(VerbsError::Invalid("the QP is not ready to send"));
+        }
+        if wr.sgl.len() > qp.cap.max_send_sge as usize {
+            return Err(VerbsError::Invalid("too many SGEs"));
+        }
+        if qp.sq.len() >= qp.cap.max_send_wr as usize {
+            return Err(VerbsError::NoMemory("the send queue is full"));
+        }
+        let allowed = match (qp.qp_type, &wr.op) {
+            (QpType::Ud, SendOp::Send | SendOp::SendWithImm(_)) => wr.ud.is_some(),
+            (QpType::Ud, _) => false,
+            (QpType::Uc, op) => !op.is_read_or_atomic() && !matches!(op, SendOp::SendWithInv(_)),
+            (QpType::Rc, _) => true,
+        };
+        if !allowed {
+            return Err(VerbsError::Invalid(
+                "operation not supported on this QP type",
+            ));
+        }
+        let len = if wr.op.is_local() {
+            0
+        } else {
+            sgl_len(&wr.sgl).ok_or(VerbsError::Invalid("message longer than 2^31 bytes"))?
+        };
+        if wr.op.is_atomic() {
+            let addr = match wr.op {
+                SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => remote.addr,
+                _ => 0,
+            };
+            if len != 8 || addr % 8 != 0 {
+                return Err(VerbsError::Invalid(
+                    "atomics need an 8-byte buffer and an aligned remote address",
+                ));
+            }
+        }
+        let inline = if wr.flags & SEND_INLINE != 0 && wr.op.sends_data() {
+            if len > qp.cap.max_inline_data {
+                return Err(VerbsError::Invalid("inline data above max_inline_data"));
+            }
+            // Inline data is copied now; its lkeys are not checked (IBA 10.8.2.2).
+            let mut data = vec![0; len as usize].into_boxed_slice();
+            let mut at = 0;
+            for sge in &wr.sgl {
+                let dst = &mut data[at..at + sge.length as usize];
+                self.sh
+                    .mem
+                    .read(qp.space, sge.addr, dst)
+                    .map_err(|_| VerbsError::Invalid("inline data address not readable"))?;
+                at += sge.length as usize;
+            }
+            Some(data)
+        } else {
+            None
+        };
+        qp.sq.push_back(SendWqe {
+            wr,
+            inline,
+            len,
+            first_psn: 0,
+            last_psn: 0,
+            read_done: 0,
+            status: None,
+        });
+        if qp.state == QpState::Err {
+            qp.enter_error(&mut self.sh);
+        }
+        self.mark_ready(qpn);
+        Ok(())
+    }
+
+    /// Posts a receive WR to a QP's own receive queue (`ibv_post_recv`).
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<()> {
+        let qp = self
+            .qps
+            .get_mut(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        if qp.srq.is_some() {
+            return Err(VerbsError::Invalid("the QP uses an SRQ"));
+        }
+        if qp.state == QpState::Reset {
+            return Err(VerbsError::Invalid("the QP is in RESET"));
+        }
+        if wr.sgl.len() > qp.cap.max_recv_sge as usize {
+            return Err(VerbsError::Invalid("too many SGEs"));
+        }
+        if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+            return Err(VerbsError::NoMemory("the receive queue is full"));
+        }
+        if qp.state == QpState::Err {
+            let wc = Wc::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn);
+            let cq = qp.recv_cq;
+            self.sh.complete(cq, wc);
+            return Ok(());
+        }
+        qp.rq.push_back(wr);
+        Ok(())
+    }
+
+    // --- I/O ---------------------------------------------------------------------------------
+
+    /// Handles one received frame. Anything malformed, misaddressed or unexpected is dropped
+    /// and counted; nothing from the wire can make the engine panic.
+    pub fn handle_packet(&mut self, now: Instant, frame: &[u8]) {
+        let pkt = match frame::parse(frame) {
+            Ok(p) => p,
+            Err(WireError::BadIcrc { .. }) => {
+                self.sh.counters.rcvd_icrc_err += 1;
+                return;
+            }
+            Err(_) => {
+                self.sh.counters.rcvd_malformed += 1;
+                return;
+            }
+        };
+        self.sh.counters.rcvd_pkts += 1;
+        let (src, dst) = match pkt.repr.ip {
+            IpRepr::V4 { src, dst, .. } => (Gid::from(src), Gid::from(dst)),
+            IpRepr::V6 { src, dst, .. } => (Gid::from(src), Gid::from(dst)),
+        };
+        if !self.sh.gids.contains(&dst) {
+            self.sh.counters.rcvd_unknown_qp += 1;
+            return;
+        }
+        let info = pkt.repr.bth.opcode.info();
+        if info.transport == Transport::Cnp {
+            self.sh.counters.rcvd_cnp += 1;
+            return;
+        }
+        let qpn = pkt.repr.bth.dest_qp;
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            self.sh.counters.rcvd_unknown_qp += 1;
+            return;
+        };
+        let matches = match (qp.qp_type, info.transport) {
+            (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) => {
+                qp.attr.ah.is_some_and(|ah| ah.dgid == src)
+            }
+            (QpType::Ud, Transport::Ud) => true,
+            _ => false,
+        };
+        if !matches || !qp.receives() {
+            self.sh.counters.rcvd_bad_context += 1;
+            return;
+        }
+        let response = matches!(
+            info.operation,
+            Operation::Acknowledge | Operation::AtomicAcknowledge | Operation::RdmaReadResponse
+        );
+        if response {
+            if qp.qp_type == QpType::Rc {
+                completer::handle(qp, &mut self.sh, now, &pkt);
+            }
+        } else {
+            responder::handle(qp, &mut self.sh, &pkt);
+        }
+        self.mark_ready(qpn);
+    }
+
+    /// Writes the next frame to send into `buf` (at least [`MAX_FRAME`] bytes) and returns its
+    /// length, or `None` when nothing is ready. Responses go before new requests.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        while let Some(qpn) = self.ready.pop_front() {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            qp.queued = false;
+            let n = responder::poll(qp, &mut self.sh, buf)
+                .or_else(|| requester::poll(qp, &mut self.sh, now, buf));
+            if let Some(n) = n {
+                qp.queued = true;
+                self.ready.push_back(qpn);
+                return Some(n);
+            }
+        }
+        None
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps
+            .values()
+            .flat_map(|q| [q.comp.timer, q.req.rnr_until])
+            .flatten()
+            .min()
+    }
+
+    /// Runs the timers that are due at `now`: ACK timeouts (go-back-N or retry exhaustion) and
+    /// the ends of RNR waits.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut due = Vec::new();
+        for (qpn, qp) in &mut self.qps {
+            if qp.comp.timer.is_some_and(|t| t <= now) {
+                completer::timeout(qp, &mut self.sh, now);
+                due.push(*qpn);
+            }
+            if qp.req.rnr_until.is_some_and(|t| t <= now) {
+                due.push(*qpn);
+            }
+        }
+        for qpn in due {
+            self.mark_ready(qpn);
+        }
+    }
+}
+
+/// The MTU for a byte count, for callers that configure by bytes.
+pub fn mtu_for_bytes(bytes: u32) -> Option<Mtu> {
+    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
+        .into_iter()
+        .find(|m| m.bytes() == bytes)
+}

@@ -1,0 +1,83 @@
+//! GIDs: a RoCEv2 port's addresses, as 16-byte IPv6 form (IBA Annex A17.4.5.1: an IPv4 address
+//! a.b.c.d is the IPv4-mapped GID ::ffff:a.b.c.d).
+
+use core::fmt;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// A 16-byte GID.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The GID for an IP address.
+    pub fn from_ip(ip: IpAddr) -> Gid {
+        match ip {
+            IpAddr::V4(v4) => Gid(v4.to_ipv6_mapped().octets()),
+            IpAddr::V6(v6) => Gid(v6.octets()),
+        }
+    }
+
+    /// The IP address the GID stands for: IPv4 for an IPv4-mapped GID, IPv6 otherwise.
+    pub fn to_ip(self) -> IpAddr {
+        let v6 = Ipv6Addr::from(self.0);
+        match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        }
+    }
+
+    /// Whether this is an IPv4-mapped GID.
+    pub fn is_ipv4(self) -> bool {
+        matches!(self.to_ip(), IpAddr::V4(_))
+    }
+}
+
+impl From<Ipv4Addr> for Gid {
+    fn from(ip: Ipv4Addr) -> Gid {
+        Gid::from_ip(IpAddr::V4(ip))
+    }
+}
+
+impl From<Ipv6Addr> for Gid {
+    fn from(ip: Ipv6Addr) -> Gid {
+        Gid::from_ip(IpAddr::V6(ip))
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", Ipv6Addr::from(self.0))
+    }
+}
+
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv4_maps_and_back() {
+        let ip: Ipv4Addr = "198.18.0.1".parse().unwrap();
+        let gid = Gid::from(ip);
+        assert_eq!(
+            gid.0,
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1]
+        );
+        assert_eq!(gid.to_ip(), IpAddr::V4(ip));
+        assert!(gid.is_ipv4());
+        assert_eq!(gid.to_string(), "::ffff:198.18.0.1");
+    }
+
+    #[test]
+    fn ipv6_is_itself() {
+        let ip: Ipv6Addr = "2001:2::1".parse().unwrap();
+        let gid = Gid::from(ip);
+        assert_eq!(gid.to_ip(), IpAddr::V6(ip));
+        assert!(!gid.is_ipv4());
+    }
+}

@@ -1,0 +1,633 @@
+//! Memory regions and memory windows, and the key checks every data access passes.
+//!
+//! An lkey/rkey is `index << 8 | key byte` (IBA 10.6.3.1: the low 8 bits are the consumer key
+//! part). The key byte of each registration comes from the engine's seeded RNG, so keys are not
+//! guessable across registrations, and a freed index is not reused with the same byte.
+
+use crate::memory::Space;
+use crate::rng::Rng;
+
+/// Access flags, numbered as `enum ibv_access_flags`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(pub u32);
+
+impl Access {
+    /// The owner may write (needed for receive buffers and READ/atomic results).
+    pub const LOCAL_WRITE: Access = Access(1);
+    /// Peers may RDMA WRITE.
+    pub const REMOTE_WRITE: Access = Access(2);
+    /// Peers may RDMA READ.
+    pub const REMOTE_READ: Access = Access(4);
+    /// Peers may execute atomics.
+    pub const REMOTE_ATOMIC: Access = Access(8);
+    /// Memory windows may be bound to the region.
+    pub const MW_BIND: Access = Access(16);
+    /// Remote addresses are offsets from the region's start.
+    pub const ZERO_BASED: Access = Access(32);
+
+    /// Every flag softrnic knows.
+    pub const ALL: Access = Access(63);
+
+    /// Whether every flag in `other` is set.
+    pub const fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// The union.
+    pub const fn with(self, other: Access) -> Access {
+        Access(self.0 | other.0)
+    }
+
+    /// Whether any remote access is granted (IBA 10.6.3.1: remote write or atomic requires
+    /// local write).
+    const fn needs_local_write(self) -> bool {
+        self.0 & (Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0) != 0
+    }
+}
+
+/// Why a key check failed. The caller maps it to the completion status or NAK its role uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyError {
+    /// No such key, or it was deregistered or invalidated.
+    Invalid,
+    /// The key belongs to another protection domain (or a type 2 window to another QP).
+    WrongOwner,
+    /// The key does not grant the access.
+    Access,
+    /// The range is not inside the region.
+    Range,
+}
+
+/// A memory window's type (IBA 10.6.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MwType {
+    /// Bound with `ibv_bind_mw`; invalidated only by rebinding or deallocation.
+    Type1,
+    /// Bound by a BIND_MW work request on one QP; invalidated by local or remote invalidate.
+    Type2,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Mr {
+        windows: u32,
+    },
+    Mw {
+        mw_type: MwType,
+        mr: Option<u32>,
+        qpn: Option<u32>,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    key: u8,
+    pd: u32,
+    space: Space,
+    addr: u64,
+    len: u64,
+    access: Access,
+    valid: bool,
+    kind: Kind,
+}
+
+/// A region or window a key resolves to: where an access lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The address space.
+    pub space: Space,
+    /// The virtual address to access.
+    pub addr: u64,
+}
+
+/// What a bind request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BindRequest {
+    /// The window's key before the bind.
+    pub mw_rkey: u32,
+    /// The key byte the window has after the bind (the consumer owns it, as `ibv_inc_rkey`
+    /// shows).
+    pub new_key: u8,
+    /// The region the window lies in.
+    pub mr_lkey: u32,
+    /// Start of the window.
+    pub addr: u64,
+    /// Length of the window (0 unbinds).
+    pub len: u64,
+    /// Remote access flags the window grants.
+    pub access: Access,
+}
+
+/// Every MR and MW of an engine, indexed by key.
+#[derive(Debug, Default)]
+pub struct KeyTable {
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    /// The key byte last used at each index, so a reused index gets a different one.
+    last_key: Vec<u8>,
+}
+
+fn split(key: u32) -> (usize, u8) {
+    ((key >> 8) as usize, key as u8)
+}
+
+impl KeyTable {
+    fn insert(&mut self, rng: &mut Rng, entry: impl FnOnce(u8) -> Entry) -> u32 {
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                // Index 0 is never used, so key 0 (a common "unset" value) never resolves.
+                if self.entries.is_empty() {
+                    self.entries.push(None);
+                    self.last_key.push(0);
+                }
+                self.entries.push(None);
+                self.last_key.push(0);
+                (self.entries.len() - 1) as u32
+            }
+        };
+        let mut key = rng.next_u32() as u8;
+        if key == self.last_key[index as usize] {
+            key = key.wrapping_add(1);
+        }
+        self.last_key[index as usize] = key;
+        self.entries[index as usize] = Some(entry(key));
+        index << 8 | key as u32
+    }
+
+    fn get(&self, key: u32) -> Option<&Entry> {
+        let (index, byte) = split(key);
+        self.entries.get(index)?.as_ref().filter(|e| e.key == byte)
+    }
+
+    fn get_mut(&mut self, key: u32) -> Option<&mut Entry> {
+        let (index, byte) = split(key);
+        self.entries
+            .get_mut(index)?
+            .as_mut()
+            .filter(|e| e.key == byte)
+    }
+
+    /// Registers `len` bytes at `addr` and returns the key (lkey and rkey are the same, as in
+    /// rxe). Remote write or atomic access without local write is EINVAL (IBA 10.6.3.1).
+    pub fn register(
+        &mut self,
+        rng: &mut Rng,
+        pd: u32,
+        space: Space,
+        addr: u64,
+        len: u64,
+        access: Access,
+    ) -> crate::Result<u32> {
+        if !Access::ALL.contains(access) {
+            return Err(crate::VerbsError::Invalid("unknown access flags"));
+        }
+        if access.needs_local_write() && !access.contains(Access::LOCAL_WRITE) {
+            return Err(crate::VerbsError::Invalid(
+                "remote write or atomic access requires local write",
+            ));
+        }
+        addr.checked_add(len)
+            .ok_or(crate::VerbsError::Invalid("region wraps the address space"))?;
+        Ok(self.insert(rng, |key| Entry {
+            key,
+            pd,
+            space,
+            addr,
+            len,
+            access,
+            valid: true,
+            kind: Kind::Mr { windows: 0 },
+        }))
+    }
+
+    /// Deregisters a region; its key is invalid at once. EBUSY while windows are bound to it.
+    pub fn deregister(&mut self, key: u32) -> crate::Result<()> {
+        match self.get(key).map(|e| &e.kind) {
+            Some(Kind::Mr { windows: 0 }) => {}
+            Some(Kind::Mr { .. }) => return Err(crate::VerbsError::Busy("windows are bound")),
+            _ => return Err(crate::VerbsError::Invalid("no such memory region")),
+        }
+        self.remove(key);
+        Ok(())
+    }
+
+    fn remove(&mut self, key: u32) {
+        let (index, _) = split(key);
+        self.entries[index] = None;
+        self.free.push(index as u32);
+    }
+
+    /// Allocates an unbound memory window.
+    pub fn alloc_mw(&mut self, rng: &mut Rng, pd: u32, mw_type: MwType) -> u32 {
+        self.insert(rng, |key| Entry {
+            key,
+            pd,
+            space: 0,
+            addr: 0,
+            len: 0,
+            access: Access::default(),
+            valid: false,
+            kind: Kind::Mw {
+                mw_type,
+                mr: None,
+                qpn: None,
+            },
+        })
+    }
+
+    /// Frees a memory window, unbinding it.
+    pub fn dealloc_mw(&mut self, rkey: u32) -> crate::Result<()> {
+        match self.get(rkey).map(|e| &e.kind) {
+            Some(Kind::Mw { .. }) => {}
+            _ => return Err(crate::VerbsError::Invalid("no such memory window")),
+        }
+        self.unbind(rkey);
+        self.remove(rkey);
+        Ok(())
+    }
+
+    fn unbind(&mut self, rkey: u32) {
+        let mr = match self.get_mut(rkey) {
+            Some(Entry {
+                kind: Kind::Mw { mr, .. },
+                valid,
+                ..
+            }) => {
+                *valid = false;
+                mr.take()
+            }
+            _ => None,
+        };
+        if let Some(Entry {
+            kind: Kind::Mr { windows },
+            ..
+        }) = mr.and_then(|k| self.get_mut(k))
+        {
+            *windows -= 1;
+        }
+    }
+
+    /// Binds a window to part of a region (IBA 10.6.7.2 checks: same PD, the region allows
+    /// binding, the window lies inside it, and remote write/atomic requires the region's local
+    /// write). `qpn` is the binding QP, which alone may use a type 2 window. Returns the
+    /// window's new rkey.
+    pub fn bind(&mut self, pd: u32, qpn: u32, req: &BindRequest) -> Result<u32, KeyError> {
+        let mw = self.get(req.mw_rkey).ok_or(KeyError::Invalid)?;
+        let mw_type = match mw.kind {
+            Kind::Mw { mw_type, .. } => mw_type,
+            Kind::Mr { .. } => return Err(KeyError::Invalid),
+        };
+        // Type 2 windows must be unbound (invalidated) before a new bind (IBA 10.6.7.2.2).
+        if mw_type == MwType::Type2 && mw.valid {
+            return Err(KeyError::Invalid);
+        }
+        if mw.pd != pd {
+            return Err(KeyError::WrongOwner);
+        }
+        let mr = self.get(req.mr_lkey).ok_or(KeyError::Invalid)?;
+        if !matches!(mr.kind, Kind::Mr { .. }) || !mr.valid {
+            return Err(KeyError::Invalid);
+        }
+        if mr.pd != pd {
+            return Err(KeyError::WrongOwner);
+        }
+        if !mr.access.contains(Access::MW_BIND)
+            || (req.access.needs_local_write() && !mr.access.contains(Access::LOCAL_WRITE))
+        {
+            return Err(KeyError::Access);
+        }
+        if !in_range(mr, req.addr, req.len) {
+            return Err(KeyError::Range);
+        }
+        let space = mr.space;
+        self.unbind(req.mw_rkey);
+        let (index, _) = split(req.mw_rkey);
+        let key = req.new_key;
+        let bound = req.len > 0;
+        if bound
+            && let Some(Entry {
+                kind: Kind::Mr { windows },
+                ..
+            }) = self.get_mut(req.mr_lkey)
+        {
+            *windows += 1;
+        }
+        let entry = self.entries[index].as_mut().ok_or(KeyError::Invalid)?;
+        entry.key = key;
+        entry.space = space;
+        entry.addr = req.addr;
+        entry.len = req.len;
+        entry.access = req.access;
+        entry.valid = bound;
+        entry.kind = Kind::Mw {
+            mw_type,
+            mr: bound.then_some(req.mr_lkey),
+            qpn: (mw_type == MwType::Type2).then_some(qpn),
+        };
+        Ok((index as u32) << 8 | key as u32)
+    }
+
+    /// Invalidates a key (local invalidate, or send with invalidate), as IBA 10.6.6 allows:
+    /// a region, or a type 2 window, of the same PD.
+    pub fn invalidate(&mut self, key: u32, pd: u32) -> Result<(), KeyError> {
+        let e = self.get(key).ok_or(KeyError::Invalid)?;
+        if e.pd != pd {
+            return Err(KeyError::WrongOwner);
+        }
+        match e.kind {
+            Kind::Mw {
+                mw_type: MwType::Type1,
+                ..
+            } => Err(KeyError::Invalid),
+            Kind::Mw { .. } => {
+                self.unbind(key);
+                Ok(())
+            }
+            Kind::Mr { .. } => {
+                self.get_mut(key).ok_or(KeyError::Invalid)?.valid = false;
+                Ok(())
+            }
+        }
+    }
+
+    /// Checks a local key (an SGE's lkey): a valid region of `pd` with `access` covering the
+    /// range.
+    pub fn check_local(
+        &self,
+        lkey: u32,
+        pd: u32,
+        access: Access,
+        addr: u64,
+        len: u64,
+    ) -> Result<Target, KeyError> {
+        let e = self.get(lkey).ok_or(KeyError::Invalid)?;
+        if !matches!(e.kind, Kind::Mr { .. }) {
+            return Err(KeyError::Invalid);
+        }
+        check(e, pd, access, addr, len)
+    }
+
+    /// Checks a remote key (from a RETH or AtomicETH): a valid region or window of `pd` with
+    /// `access`; a type 2 window only for the QP it was bound on.
+    pub fn check_remote(
+        &self,
+        rkey: u32,
+        pd: u32,
+        qpn: u32,
+        access: Access,
+        addr: u64,
+        len: u64,
+    ) -> Result<Target, KeyError> {
+        let e = self.get(rkey).ok_or(KeyError::Invalid)?;
+        if let Kind::Mw { qpn: Some(q), .. } = e.kind
+            && q != qpn
+        {
+            return Err(KeyError::WrongOwner);
+        }
+        check(e, pd, access, addr, len)
+    }
+
+    /// How many regions and windows belong to `pd` (a PD in use cannot be freed).
+    pub fn count_in_pd(&self, pd: u32) -> usize {
+        self.entries.iter().flatten().filter(|e| e.pd == pd).count()
+    }
+
+    /// Live registrations and windows.
+    pub fn len(&self) -> usize {
+        self.entries.iter().flatten().count()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn in_range(e: &Entry, addr: u64, len: u64) -> bool {
+    match addr.checked_add(len) {
+        Some(end) => addr >= e.addr && end <= e.addr + e.len,
+        None => false,
+    }
+}
+
+fn check(e: &Entry, pd: u32, access: Access, addr: u64, len: u64) -> Result<Target, KeyError> {
+    if !e.valid {
+        return Err(KeyError::Invalid);
+    }
+    if e.pd != pd {
+        return Err(KeyError::WrongOwner);
+    }
+    if !e.access.contains(access) {
+        return Err(KeyError::Access);
+    }
+    let addr = if e.access.contains(Access::ZERO_BASED) {
+        e.addr.checked_add(addr).ok_or(KeyError::Range)?
+    } else {
+        addr
+    };
+    if !in_range(e, addr, len) {
+        return Err(KeyError::Range);
+    }
+    Ok(Target {
+        space: e.space,
+        addr,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RW: Access = Access(1 | 2 | 4);
+
+    fn table() -> (KeyTable, Rng) {
+        (KeyTable::default(), Rng::new(1))
+    }
+
+    #[test]
+    fn key_is_index_and_byte_and_checks_everything() {
+        let (mut t, mut rng) = table();
+        let k = t.register(&mut rng, 1, 0, 0x1000, 0x100, RW).unwrap();
+        assert_eq!(k >> 8, 1);
+        let ok = t.check_remote(k, 1, 5, Access::REMOTE_WRITE, 0x1000, 0x100);
+        assert_eq!(
+            ok,
+            Ok(Target {
+                space: 0,
+                addr: 0x1000
+            })
+        );
+        // Boundaries: just inside succeeds, one byte out fails.
+        assert!(t.check_local(k, 1, Access::LOCAL_WRITE, 0x10ff, 1).is_ok());
+        assert_eq!(
+            t.check_local(k, 1, Access::LOCAL_WRITE, 0x10ff, 2),
+            Err(KeyError::Range)
+        );
+        assert_eq!(
+            t.check_local(k, 1, Access::LOCAL_WRITE, 0xfff, 1),
+            Err(KeyError::Range)
+        );
+        assert_eq!(
+            t.check_local(k, 1, Access::LOCAL_WRITE, u64::MAX, 2),
+            Err(KeyError::Range)
+        );
+        assert_eq!(
+            t.check_remote(k, 2, 5, Access::REMOTE_READ, 0x1000, 1),
+            Err(KeyError::WrongOwner)
+        );
+        assert_eq!(
+            t.check_remote(k, 1, 5, Access::REMOTE_ATOMIC, 0x1000, 8),
+            Err(KeyError::Access)
+        );
+        assert_eq!(
+            t.check_remote(k ^ 1, 1, 5, Access::REMOTE_READ, 0x1000, 1),
+            Err(KeyError::Invalid)
+        );
+    }
+
+    #[test]
+    fn deregistration_invalidates_at_once_and_reuse_changes_the_byte() {
+        let (mut t, mut rng) = table();
+        let k = t.register(&mut rng, 1, 0, 0, 16, RW).unwrap();
+        t.deregister(k).unwrap();
+        assert_eq!(
+            t.check_local(k, 1, Access::LOCAL_WRITE, 0, 1),
+            Err(KeyError::Invalid)
+        );
+        assert!(t.deregister(k).is_err());
+        let k2 = t.register(&mut rng, 1, 0, 0, 16, RW).unwrap();
+        assert_eq!(k2 >> 8, k >> 8);
+        assert_ne!(k2, k);
+    }
+
+    #[test]
+    fn remote_write_without_local_write_is_einval() {
+        let (mut t, mut rng) = table();
+        let err = t.register(&mut rng, 1, 0, 0, 16, Access::REMOTE_WRITE);
+        assert_eq!(err.unwrap_err().errno(), 22);
+        assert!(
+            t.register(&mut rng, 1, 0, 0, 16, Access::REMOTE_READ)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn zero_based_regions_take_offsets() {
+        let (mut t, mut rng) = table();
+        let access = RW.with(Access::ZERO_BASED);
+        let k = t.register(&mut rng, 1, 0, 0x5000, 0x10, access).unwrap();
+        let target = t.check_remote(k, 1, 0, Access::REMOTE_READ, 4, 4).unwrap();
+        assert_eq!(target.addr, 0x5004);
+        assert!(
+            t.check_remote(k, 1, 0, Access::REMOTE_READ, 0xd, 4)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn windows_bind_invalidate_and_pin_their_region() {
+        let (mut t, mut rng) = table();
+        let mr = t
+            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.with(Access::MW_BIND))
+            .unwrap();
+        let mw = t.alloc_mw(&mut rng, 1, MwType::Type2);
+        // Unbound: unusable.
+        assert!(t.check_remote(mw, 1, 9, Access::REMOTE_READ, 0, 0).is_err());
+        let req = BindRequest {
+            mw_rkey: mw,
+            new_key: 0x42,
+            mr_lkey: mr,
+            addr: 0x1100,
+            len: 0x100,
+            access: Access::REMOTE_READ,
+        };
+        let rkey = t.bind(1, 9, &req).unwrap();
+        assert_eq!(rkey & 0xff, 0x42);
+        assert!(
+            t.check_remote(rkey, 1, 9, Access::REMOTE_READ, 0x1100, 0x100)
+                .is_ok()
+        );
+        assert_eq!(
+            t.check_remote(rkey, 1, 8, Access::REMOTE_READ, 0x1100, 1),
+            Err(KeyError::WrongOwner)
+        );
+        assert_eq!(
+            t.check_remote(rkey, 1, 9, Access::REMOTE_WRITE, 0x1100, 1),
+            Err(KeyError::Access)
+        );
+        assert_eq!(
+            t.check_remote(rkey, 1, 9, Access::REMOTE_READ, 0x10ff, 1),
+            Err(KeyError::Range)
+        );
+        assert!(t.deregister(mr).is_err());
+        // A bound type 2 window cannot be rebound before it is invalidated.
+        assert!(
+            t.bind(
+                1,
+                9,
+                &BindRequest {
+                    mw_rkey: rkey,
+                    ..req
+                }
+            )
+            .is_err()
+        );
+        t.invalidate(rkey, 1).unwrap();
+        assert!(
+            t.check_remote(rkey, 1, 9, Access::REMOTE_READ, 0x1100, 1)
+                .is_err()
+        );
+        t.deregister(mr).unwrap();
+    }
+
+    #[test]
+    fn bind_checks_the_region() {
+        let (mut t, mut rng) = table();
+        let mr = t.register(&mut rng, 1, 0, 0x1000, 0x1000, RW).unwrap();
+        let mw = t.alloc_mw(&mut rng, 1, MwType::Type1);
+        let req = BindRequest {
+            mw_rkey: mw,
+            new_key: 0,
+            mr_lkey: mr,
+            addr: 0x1000,
+            len: 0x10,
+            access: Access::REMOTE_READ,
+        };
+        assert_eq!(t.bind(1, 0, &req), Err(KeyError::Access));
+        let mr2 = t
+            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.with(Access::MW_BIND))
+            .unwrap();
+        let far = BindRequest {
+            mr_lkey: mr2,
+            addr: 0x1ff8,
+            ..req
+        };
+        assert_eq!(t.bind(1, 0, &far), Err(KeyError::Range));
+        assert_eq!(
+            t.bind(
+                2,
+                0,
+                &BindRequest {
+                    mr_lkey: mr2,
+                    ..req
+                }
+            ),
+            Err(KeyError::WrongOwner)
+        );
+        let k = t
+            .bind(
+                1,
+                0,
+                &BindRequest {
+                    mr_lkey: mr2,
+                    ..req
+                },
+            )
+            .unwrap();
+        // Type 1 windows are not invalidated by invalidate operations.
+        assert_eq!(t.invalidate(k, 1), Err(KeyError::Invalid));
+        t.dealloc_mw(k).unwrap();
+        t.deregister(mr2).unwrap();
+    }
+}

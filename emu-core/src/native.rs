@@ -1,0 +1,384 @@
+//! Library mode: a device made of the engine, memory the program owns, and any frame link.
+//!
+//! The [`Loopback`] link hands every frame back to the device that sent it, so two QPs of one
+//! device talk to each other with no privileges at all; [`Channel::pair`] joins two devices,
+//! which may live on different threads.
+//!
+//! ```
+//! use softrnic_emu_core::native::{Device, Loopback};
+//! use softrnic_emu_core::{Access, QpType, SendOp, SendWr, Sge, SEND_SIGNALED, WcStatus};
+//!
+//! let mut dev = Device::new(Loopback::default(), Device::<Loopback>::config(1, [198, 18, 0, 1]));
+//! let pd = dev.engine().alloc_pd(0).unwrap();
+//! let cq = dev.engine().create_cq(16).unwrap();
+//! let (a, b) = (dev.create_qp(pd, QpType::Rc, cq).unwrap(), dev.create_qp(pd, QpType::Rc, cq).unwrap());
+//! let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
+//! dev.connect(a, &eb).unwrap();
+//! dev.connect(b, &ea).unwrap();
+//!
+//! let src = dev.alloc(5);
+//! let dst = dev.alloc(5);
+//! dev.write(src, b"hello");
+//! let access = Access::LOCAL_WRITE.with(Access::REMOTE_WRITE);
+//! let lkey = dev.engine().reg_mr(pd, src, 5, access).unwrap();
+//! let rkey = dev.engine().reg_mr(pd, dst, 5, access).unwrap();
+//! let sgl = vec![Sge { addr: src, length: 5, lkey }];
+//! let op = SendOp::Write(softrnic_emu_core::Remote { addr: dst, rkey });
+//! dev.engine().post_send(a, SendWr { wr_id: 1, op, sgl, flags: SEND_SIGNALED, ud: None }).unwrap();
+//! let wc = dev.wait(cq, 1, std::time::Duration::from_secs(5));
+//! assert_eq!(wc[0].status, WcStatus::Success);
+//! assert_eq!(dev.read(dst, 5), b"hello");
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use smoltcp::wire::EthernetAddress;
+
+use crate::attr::{DeviceAttr, Mtu};
+use crate::engine::{Config, Engine, MAX_FRAME, QpInit};
+use crate::gid::Gid;
+use crate::keys::Access;
+use crate::memory::HeapMemory;
+use crate::qp::QpCap;
+use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType};
+use crate::time::Instant;
+use crate::wr::AddressHandle;
+use crate::{Result, Wc};
+
+/// Moves frames between a device and its network. Buffers belong to the link, so the engine
+/// writes each frame once, straight into the buffer that is sent.
+pub trait Link {
+    /// Offers a buffer of at least [`MAX_FRAME`] bytes to `fill`, which writes a frame and
+    /// returns its length, or `None` to send nothing. Returns whether a frame was sent.
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool;
+    /// Calls `deliver` with the next received frame, if there is one. Returns whether there
+    /// was.
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool;
+}
+
+/// Frames waiting, with a pool of buffers so the data path does not allocate.
+#[derive(Debug, Default)]
+struct Queue {
+    frames: VecDeque<(Vec<u8>, usize)>,
+    pool: Vec<Vec<u8>>,
+}
+
+impl Queue {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        let mut buf = self.pool.pop().unwrap_or_else(|| vec![0; MAX_FRAME]);
+        match fill(&mut buf) {
+            Some(n) => {
+                self.frames.push_back((buf, n));
+                true
+            }
+            None => {
+                self.pool.push(buf);
+                false
+            }
+        }
+    }
+
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        let Some((buf, n)) = self.frames.pop_front() else {
+            return false;
+        };
+        deliver(&buf[..n]);
+        self.pool.push(buf);
+        true
+    }
+}
+
+/// A link whose frames come straight back: the device talks to itself.
+#[derive(Debug, Default)]
+pub struct Loopback(Queue);
+
+impl Link for Loopback {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        self.0.transmit(fill)
+    }
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        self.0.receive(deliver)
+    }
+}
+
+/// One end of a point-to-point link between two devices, usable across threads.
+#[derive(Debug, Clone)]
+pub struct Channel {
+    out: Arc<Mutex<Queue>>,
+    inn: Arc<Mutex<Queue>>,
+}
+
+impl Channel {
+    /// The two ends of a new link.
+    pub fn pair() -> (Channel, Channel) {
+        let (a, b) = (Arc::default(), Arc::default());
+        (
+            Channel {
+                out: Arc::clone(&a),
+                inn: Arc::clone(&b),
+            },
+            Channel { out: b, inn: a },
+        )
+    }
+}
+
+impl Link for Channel {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        self.out.lock().expect("link poisoned").transmit(fill)
+    }
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        // Take the frame out under the lock, deliver it outside.
+        let frame = self.inn.lock().expect("link poisoned").frames.pop_front();
+        let Some((buf, n)) = frame else {
+            return false;
+        };
+        deliver(&buf[..n]);
+        self.inn.lock().expect("link poisoned").pool.push(buf);
+        true
+    }
+}
+
+/// What a peer needs to connect to a QP: exchange these out of band, as RDMA programs do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The QP's GID.
+    pub gid: Gid,
+    /// The device's MAC.
+    pub mac: EthernetAddress,
+    /// The QP number.
+    pub qpn: u32,
+    /// The first PSN it sends.
+    pub psn: u32,
+}
+
+/// A device in library mode: the engine over a link, with memory the program owns.
+pub struct Device<L> {
+    engine: Engine<HeapMemory>,
+    link: L,
+    epoch: std::time::Instant,
+    mac: EthernetAddress,
+}
+
+impl<L: Link> Device<L> {
+    /// A configuration for device number `n` at IPv4 address `ip`, with a 4096-byte path MTU
+    /// available (a 9000-byte Ethernet MTU).
+    pub fn config(n: u8, ip: [u8; 4]) -> Config {
+        Config {
+            seed: n as u64,
+            mac: EthernetAddress([0x02, 0, 0, 0, 0, n]),
+            gids: vec![Gid::from(core::net::Ipv4Addr::from(ip))],
+            eth_mtu: 9000,
+            device: DeviceAttr::default(),
+        }
+    }
+
+    /// A device over `link`.
+    pub fn new(link: L, config: Config) -> Device<L> {
+        let mac = config.mac;
+        Device {
+            engine: Engine::new(config, HeapMemory::new()),
+            link,
+            epoch: std::time::Instant::now(),
+            mac,
+        }
+    }
+
+    /// The engine, for every verbs call.
+    pub fn engine(&mut self) -> &mut Engine<HeapMemory> {
+        &mut self.engine
+    }
+
+    /// Allocates `len` bytes of device-reachable memory and returns its address.
+    pub fn alloc(&mut self, len: usize) -> u64 {
+        self.engine.memory_mut().alloc(len)
+    }
+
+    /// Writes bytes at `addr` (which must be allocated).
+    pub fn write(&mut self, addr: u64, data: &[u8]) {
+        self.engine
+            .memory_mut()
+            .slice_mut(addr, data.len())
+            .expect("write to unallocated memory")
+            .copy_from_slice(data);
+    }
+
+    /// Reads `len` bytes at `addr`.
+    pub fn read(&self, addr: u64, len: usize) -> Vec<u8> {
+        self.engine
+            .memory()
+            .slice(addr, len)
+            .expect("read of unallocated memory")
+            .to_vec()
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Moves frames until nothing more happens: receives, timers, transmits. Returns whether
+    /// anything moved.
+    pub fn progress(&mut self) -> bool {
+        let now = self.now();
+        let engine = &mut self.engine;
+        let mut moved = false;
+        loop {
+            let mut any = false;
+            while self.link.receive(&mut |f| engine.handle_packet(now, f)) {
+                any = true;
+            }
+            if engine.poll_timeout().is_some_and(|t| t <= now) {
+                engine.handle_timeout(now);
+            }
+            while self
+                .link
+                .transmit(&mut |buf| engine.poll_transmit(now, buf))
+            {
+                any = true;
+            }
+            if !any {
+                return moved;
+            }
+            moved = true;
+        }
+    }
+
+    /// Waits up to `timeout` for `count` completions on `cq`, driving the device meanwhile.
+    pub fn wait(&mut self, cq: u32, count: usize, timeout: Duration) -> Vec<Wc> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out = Vec::with_capacity(count);
+        let mut slots = [Wc::new(0, crate::WcStatus::Success, crate::WcOpcode::Send, 0); 16];
+        while out.len() < count && std::time::Instant::now() < deadline {
+            let moved = self.progress();
+            let want = (count - out.len()).min(slots.len());
+            let n = self.engine.poll_cq(cq, &mut slots[..want]).unwrap_or(0);
+            out.extend_from_slice(&slots[..n]);
+            if !moved && n == 0 {
+                std::thread::yield_now();
+            }
+        }
+        out
+    }
+
+    /// Creates a QP with room for 256 WRs each way, 4 SGEs and 64 inline bytes, both queues
+    /// on `cq`.
+    pub fn create_qp(&mut self, pd: u32, qp_type: QpType, cq: u32) -> Result<u32> {
+        self.engine.create_qp(
+            pd,
+            QpInit {
+                qp_type,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: 256,
+                    max_recv_wr: 256,
+                    max_send_sge: 4,
+                    max_recv_sge: 4,
+                    max_inline_data: 64,
+                },
+                sq_sig_all: false,
+            },
+        )
+    }
+
+    /// This QP's endpoint, for the peer's [`connect`](Self::connect). The first PSN is derived
+    /// from the QP number, so both sides agree without another exchange.
+    pub fn endpoint(&self, qpn: u32) -> Endpoint {
+        Endpoint {
+            gid: self.engine.gids()[0],
+            mac: self.mac,
+            qpn,
+            psn: qpn.wrapping_mul(0x9e37) & crate::psn::MASK,
+        }
+    }
+
+    /// Takes a QP from RESET to RTS towards `peer`, with the settings perftest uses: path MTU
+    /// 4096 (1024 for UD's port MTU is the port's), timeout 14, 7 retries, 16 outstanding
+    /// READs/atomics each way, and every remote access allowed. UD QPs get Q_Key 0x11111111.
+    pub fn connect(&mut self, qpn: u32, peer: &Endpoint) -> Result<()> {
+        let (attr, _) = self.engine.query_qp(qpn)?;
+        let qp_type = self.qp_type(qpn)?;
+        let own = self.endpoint(qpn);
+        let ah = AddressHandle {
+            dgid: peer.gid,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: peer.mac,
+        };
+        let base = QpAttr {
+            qp_access_flags: Access::LOCAL_WRITE
+                .with(Access::REMOTE_WRITE)
+                .with(Access::REMOTE_READ)
+                .with(Access::REMOTE_ATOMIC),
+            qkey: 0x1111_1111,
+            ah: Some(ah),
+            path_mtu: Mtu::M4096,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            rq_psn: peer.psn,
+            sq_psn: own.psn,
+            max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
+            min_rnr_timer: 12,
+            dest_qp_num: peer.qpn,
+            ..attr
+        };
+        use AttrMask as M;
+        let steps: [(QpState, &[AttrMask]); 3] = match qp_type {
+            QpType::Rc => [
+                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
+                (
+                    QpState::Rtr,
+                    &[
+                        M::AV,
+                        M::PATH_MTU,
+                        M::DEST_QPN,
+                        M::RQ_PSN,
+                        M::MAX_DEST_RD_ATOMIC,
+                        M::MIN_RNR_TIMER,
+                    ],
+                ),
+                (
+                    QpState::Rts,
+                    &[
+                        M::TIMEOUT,
+                        M::RETRY_CNT,
+                        M::RNR_RETRY,
+                        M::SQ_PSN,
+                        M::MAX_QP_RD_ATOMIC,
+                    ],
+                ),
+            ],
+            QpType::Uc => [
+                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
+                (QpState::Rtr, &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN]),
+                (QpState::Rts, &[M::SQ_PSN]),
+            ],
+            QpType::Ud => [
+                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::QKEY]),
+                (QpState::Rtr, &[]),
+                (QpState::Rts, &[M::SQ_PSN]),
+            ],
+        };
+        for (state, bits) in steps {
+            let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+            let attr = QpAttr {
+                qp_state: state,
+                ..base
+            };
+            self.engine.modify_qp(qpn, &attr, mask)?;
+        }
+        Ok(())
+    }
+
+    fn qp_type(&self, qpn: u32) -> Result<QpType> {
+        self.engine
+            .qp_type(qpn)
+            .ok_or(crate::VerbsError::Invalid("no such QP"))
+    }
+}

@@ -1,0 +1,304 @@
+//! A queue pair's state, shared by its three roles, and what the roles share with the engine.
+
+use std::collections::VecDeque;
+
+use smoltcp::wire::EthernetAddress;
+use softrnic_wire::{EthRepr, IpRepr, UdpChecksum, UdpRepr};
+
+use crate::attr::Mtu;
+use crate::counters::Counters;
+use crate::cq::{Cq, Pushed, Wc, WcOpcode, WcStatus};
+use crate::event::Event;
+use crate::gid::Gid;
+use crate::keys::KeyTable;
+use crate::memory::Space;
+use crate::qp_attr::{QpAttr, QpState, QpType};
+use crate::rng::Rng;
+use crate::slab::Slab;
+use crate::wr::{AddressHandle, RecvWr, SEND_SIGNALED, SendOp, SendWr};
+use crate::{completer::Completer, requester::Requester, responder::Responder};
+
+/// Everything a QP's roles reach besides the QP itself.
+pub(crate) struct Shared<M> {
+    pub mem: M,
+    pub keys: KeyTable,
+    pub cqs: Slab<Cq>,
+    pub srqs: Slab<Srq>,
+    pub events: VecDeque<Event>,
+    pub counters: Counters,
+    pub rng: Rng,
+    pub mac: EthernetAddress,
+    pub gids: Vec<Gid>,
+    pub port_mtu: Mtu,
+}
+
+impl<M> Shared<M> {
+    /// Delivers a completion, with its notification or the CQ's overflow event.
+    pub fn complete(&mut self, cq: u32, wc: Wc) {
+        let Some(q) = self.cqs.get_mut(cq) else {
+            return;
+        };
+        match q.push(wc) {
+            Pushed::Queued => {}
+            Pushed::Notify => self.events.push_back(Event::Completion { cq }),
+            Pushed::Overflow => {
+                self.counters.cq_overflow += 1;
+                self.events.push_back(Event::CqError { cq });
+            }
+        }
+    }
+
+    /// The Ethernet, IP and UDP headers of packets along `ah`.
+    pub fn path(&self, ah: &AddressHandle, udp_src_port: u16) -> Option<Path> {
+        let sgid = *self.gids.get(ah.sgid_index as usize)?;
+        let (dscp, ecn) = (ah.traffic_class >> 2, ah.traffic_class & 3);
+        let (ip, checksum) = match (sgid.to_ip(), ah.dgid.to_ip()) {
+            (core::net::IpAddr::V4(src), core::net::IpAddr::V4(dst)) => (
+                IpRepr::V4 {
+                    src,
+                    dst,
+                    dscp,
+                    ecn,
+                    ttl: ah.hop_limit,
+                },
+                UdpChecksum::Zero,
+            ),
+            (core::net::IpAddr::V6(src), core::net::IpAddr::V6(dst)) => (
+                IpRepr::V6 {
+                    src,
+                    dst,
+                    dscp,
+                    ecn,
+                    flow_label: ah.flow_label,
+                    hop_limit: ah.hop_limit,
+                },
+                UdpChecksum::Computed,
+            ),
+            _ => return None,
+        };
+        Some(Path {
+            eth: EthRepr {
+                dst: ah.dmac,
+                src: self.mac,
+                vlan: None,
+            },
+            ip,
+            udp: UdpRepr {
+                src_port: udp_src_port,
+                checksum,
+            },
+        })
+    }
+}
+
+/// The outer headers of a QP's packets, built once when the path is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Path {
+    pub eth: EthRepr,
+    pub ip: IpRepr,
+    pub udp: UdpRepr,
+}
+
+/// A shared receive queue.
+#[derive(Debug)]
+pub(crate) struct Srq {
+    pub pd: u32,
+    pub queue: VecDeque<RecvWr>,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    /// The armed limit (0: not armed).
+    pub limit: u32,
+}
+
+impl Srq {
+    /// Takes the next WQE, firing the limit event when the queue falls below the armed limit
+    /// (IBA 10.2.9.2: the limit disarms when it fires).
+    pub fn take(&mut self, srq: u32, events: &mut VecDeque<Event>) -> Option<RecvWr> {
+        let wr = self.queue.pop_front()?;
+        if self.limit > 0 && (self.queue.len() as u32) < self.limit {
+            self.limit = 0;
+            events.push_back(Event::SrqLimitReached { srq });
+        }
+        Some(wr)
+    }
+}
+
+/// Queue sizes, as `ibv_qp_cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR.
+    pub max_inline_data: u32,
+}
+
+/// A send WQE: the WR and its progress.
+#[derive(Debug)]
+pub(crate) struct SendWqe {
+    pub wr: SendWr,
+    /// The SGEs' bytes, copied at post time for inline sends.
+    pub inline: Option<Box<[u8]>>,
+    /// The message length.
+    pub len: u32,
+    /// The PSNs the message uses (for a READ, its response packets).
+    pub first_psn: u32,
+    pub last_psn: u32,
+    /// READ: response bytes placed so far.
+    pub read_done: u32,
+    /// Set when the WQE is finished; the completer retires WQEs in order.
+    pub status: Option<WcStatus>,
+}
+
+impl SendWqe {
+    /// The completion opcode.
+    pub fn wc_opcode(&self) -> WcOpcode {
+        match self.wr.op {
+            SendOp::Send | SendOp::SendWithImm(_) | SendOp::SendWithInv(_) => WcOpcode::Send,
+            SendOp::Write(_) | SendOp::WriteWithImm(..) => WcOpcode::RdmaWrite,
+            SendOp::Read(_) => WcOpcode::RdmaRead,
+            SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
+            SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+            SendOp::LocalInv(_) => WcOpcode::LocalInv,
+            SendOp::BindMw(_) => WcOpcode::BindMw,
+        }
+    }
+
+    /// The number of PSNs the message takes at `mtu`.
+    pub fn npkts(&self, mtu: u32) -> u32 {
+        if self.wr.op.is_atomic() {
+            1
+        } else {
+            self.len.div_ceil(mtu).max(1)
+        }
+    }
+}
+
+/// A queue pair.
+pub(crate) struct Qp {
+    pub qpn: u32,
+    pub qp_type: QpType,
+    pub state: QpState,
+    pub pd: u32,
+    pub space: Space,
+    pub send_cq: u32,
+    pub recv_cq: u32,
+    pub srq: Option<u32>,
+    pub cap: QpCap,
+    pub sq_sig_all: bool,
+    pub attr: QpAttr,
+    pub sq: VecDeque<SendWqe>,
+    pub rq: VecDeque<RecvWr>,
+    pub req: Requester,
+    pub comp: Completer,
+    pub resp: Responder,
+    pub path: Option<Path>,
+    pub udp_src_port: u16,
+    /// Whether the QP is in the engine's ready list.
+    pub queued: bool,
+    /// Whether COMM_EST was reported.
+    pub established: bool,
+}
+
+impl Qp {
+    /// The path MTU in bytes (UD uses the port's).
+    pub fn mtu<M>(&self, sh: &Shared<M>) -> u32 {
+        match self.qp_type {
+            QpType::Ud => sh.port_mtu.bytes(),
+            _ => self.attr.path_mtu.bytes(),
+        }
+    }
+
+    /// Retires finished WQEs from the front of the send queue, in order: a completion for each
+    /// that is signaled or failed (IBA 10.7.2.1: errors always complete). A failure moves the
+    /// QP to the error state, which flushes the rest.
+    pub fn retire<M>(&mut self, sh: &mut Shared<M>) {
+        while let Some(status) = self.sq.front().and_then(|w| w.status) {
+            let w = self.sq.pop_front().expect("front exists");
+            self.req.retired();
+            let signaled = self.sq_sig_all || w.wr.flags & SEND_SIGNALED != 0;
+            if signaled || status != WcStatus::Success {
+                let mut wc = Wc::new(w.wr.wr_id, status, w.wc_opcode(), self.qpn);
+                wc.byte_len = match w.wr.op {
+                    SendOp::Read(_) => w.len,
+                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 8,
+                    _ => 0,
+                };
+                sh.complete(self.send_cq, wc);
+            }
+            if status != WcStatus::Success && status != WcStatus::WrFlushErr {
+                self.enter_error(sh);
+            }
+        }
+    }
+
+    /// Finishes the WQE at the front with `status` and retires it.
+    pub fn fail_front<M>(&mut self, sh: &mut Shared<M>, status: WcStatus) {
+        if let Some(w) = self.sq.front_mut() {
+            w.status = Some(status);
+        }
+        self.retire(sh);
+    }
+
+    /// Moves to the error state: every outstanding WR completes with IBV_WC_WR_FLUSH_ERR (IBA
+    /// 10.3.1: the error state flushes both queues), and the roles stop.
+    pub fn enter_error<M>(&mut self, sh: &mut Shared<M>) {
+        let first = self.state != QpState::Err;
+        self.state = QpState::Err;
+        self.comp.stop();
+        self.req.reset_progress();
+        self.resp.abort();
+        for w in self.sq.iter_mut() {
+            w.status.get_or_insert(WcStatus::WrFlushErr);
+        }
+        self.retire(sh);
+        if let Some((wr, _)) = self.resp.held.take() {
+            self.flush_recv(sh, wr);
+        }
+        while let Some(wr) = self.rq.pop_front() {
+            self.flush_recv(sh, wr);
+        }
+        if first && self.srq.is_some() {
+            sh.events.push_back(Event::LastWqeReached { qpn: self.qpn });
+        }
+    }
+
+    fn flush_recv<M>(&self, sh: &mut Shared<M>, wr: RecvWr) {
+        let wc = Wc::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.qpn);
+        sh.complete(self.recv_cq, wc);
+    }
+
+    /// Takes a receive WQE from the QP's receive queue or its SRQ.
+    pub fn take_recv<M>(&mut self, sh: &mut Shared<M>) -> Option<RecvWr> {
+        match self.srq {
+            None => self.rq.pop_front(),
+            Some(id) => sh.srqs.get_mut(id)?.take(id, &mut sh.events),
+        }
+    }
+
+    /// Whether a receive WQE is available.
+    pub fn has_recv<M>(&self, sh: &Shared<M>) -> bool {
+        match self.srq {
+            None => !self.rq.is_empty(),
+            Some(id) => sh.srqs.get(id).is_some_and(|s| !s.queue.is_empty()),
+        }
+    }
+
+    /// Whether the QP processes incoming packets (IBA 10.3.1: RTR and later, until error).
+    pub fn receives(&self) -> bool {
+        matches!(
+            self.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        )
+    }
+
+    /// Whether the requester may start new work (RTS; SQD finishes what it started).
+    pub fn sends(&self) -> bool {
+        self.state == QpState::Rts
+    }
+}

@@ -1,0 +1,400 @@
+//! The requester: turns send work requests into packets (IBA 9.7.4.1; rxe_req.c).
+//!
+//! It walks the send queue from `next`, segments each message by the path MTU, numbers the
+//! packets, and keeps within the PSN window and the max_rd_atomic credits. The completer
+//! rewinds it (go-back-N) when a packet must be sent again.
+
+use softrnic_wire::{
+    AtomicEthRepr, DethRepr, ExtRepr, FrameRepr, Opcode, Position, RethRepr, bth::BthRepr,
+};
+
+use crate::cq::WcStatus;
+use crate::dma;
+use crate::keys::BindRequest;
+use crate::memory::Memory;
+use crate::psn;
+use crate::qp::{Qp, SendWqe, Shared};
+use crate::qp_attr::QpType;
+use crate::time::Instant;
+use crate::wr::{SEND_FENCE, SEND_SOLICITED, SendOp};
+
+/// At most this many PSNs are unacknowledged (rxe's RXE_MAX_UNACKED_PSNS), which bounds the
+/// retransmission work and the responder's duplicate window.
+pub const MAX_UNACKED_PSNS: i32 = 128;
+/// Ask for an ACK at least every this many packets within a long message (rxe's
+/// RXE_MAX_PKT_PER_ACK), so the completer can retire WQEs and keep the window open.
+pub const MAX_PKTS_PER_ACK: u32 = 64;
+
+/// The requester's progress through the send queue.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Requester {
+    /// Index in the send queue of the WQE being sent.
+    pub next: usize,
+    /// Bytes of that WQE already sent.
+    pub offset: u32,
+    /// The next PSN to send.
+    pub psn: u32,
+    /// One past the highest PSN ever sent: responses beyond it are ghosts.
+    pub max_sent: u32,
+    /// Packets sent since the last AckReq.
+    pub noack: u32,
+    /// Set by an RNR NAK: nothing is sent before this time.
+    pub rnr_until: Option<Instant>,
+}
+
+impl Requester {
+    /// A requester that starts at `psn`.
+    pub fn new(psn: u32) -> Requester {
+        Requester {
+            psn,
+            max_sent: psn,
+            ..Requester::default()
+        }
+    }
+
+    /// The completer popped the WQE at the front.
+    pub fn retired(&mut self) {
+        if self.next > 0 {
+            self.next -= 1;
+        } else {
+            self.offset = 0;
+        }
+    }
+
+    /// Forgets progress (the QP is in error).
+    pub fn reset_progress(&mut self) {
+        self.next = 0;
+        self.offset = 0;
+        self.rnr_until = None;
+    }
+
+    /// Whether the WQE at `index` has had at least one packet sent.
+    pub fn started(&self, index: usize) -> bool {
+        index < self.next || (index == self.next && self.offset > 0)
+    }
+
+    /// Go-back-N: send again from `psn`, which lies in the WQE at the front (IBA 9.7.4.1.4).
+    /// A partly answered READ is re-requested for the bytes still missing (9.7.4.1.5).
+    pub fn rewind(&mut self, front: Option<&SendWqe>, psn: u32, mtu: u32) {
+        self.next = 0;
+        self.noack = 0;
+        self.psn = psn;
+        self.offset = match front {
+            Some(w) if w.wr.op.sends_data() => {
+                (psn::diff(psn, w.first_psn).max(0) as u32).saturating_mul(mtu)
+            }
+            Some(w) if matches!(w.wr.op, SendOp::Read(_)) => w.read_done,
+            _ => 0,
+        };
+    }
+}
+
+/// The opcode for a packet of `op` at `pos`.
+fn opcode(t: QpType, op: &SendOp, pos: Position) -> Opcode {
+    use Opcode::*;
+    use Position::*;
+    let last_imm_inv = |last, imm, inv| match op {
+        SendOp::SendWithImm(_) | SendOp::WriteWithImm(..) => imm,
+        SendOp::SendWithInv(_) => inv,
+        _ => last,
+    };
+    match (t, op, pos) {
+        (QpType::Ud, SendOp::SendWithImm(_), _) => UdSendOnlyImm,
+        (QpType::Ud, _, _) => UdSendOnly,
+        (QpType::Rc, SendOp::Read(_), _) => RcReadRequest,
+        (QpType::Rc, SendOp::CompareSwap { .. }, _) => RcCompareSwap,
+        (QpType::Rc, SendOp::FetchAdd { .. }, _) => RcFetchAdd,
+        (QpType::Rc, SendOp::Write(_) | SendOp::WriteWithImm(..), p) => match p {
+            First => RcWriteFirst,
+            Middle => RcWriteMiddle,
+            Last => last_imm_inv(RcWriteLast, RcWriteLastImm, RcWriteLast),
+            Only => last_imm_inv(RcWriteOnly, RcWriteOnlyImm, RcWriteOnly),
+        },
+        (QpType::Rc, _, p) => match p {
+            First => RcSendFirst,
+            Middle => RcSendMiddle,
+            Last => last_imm_inv(RcSendLast, RcSendLastImm, RcSendLastInv),
+            Only => last_imm_inv(RcSendOnly, RcSendOnlyImm, RcSendOnlyInv),
+        },
+        (QpType::Uc, SendOp::Write(_) | SendOp::WriteWithImm(..), p) => match p {
+            First => UcWriteFirst,
+            Middle => UcWriteMiddle,
+            Last => last_imm_inv(UcWriteLast, UcWriteLastImm, UcWriteLast),
+            Only => last_imm_inv(UcWriteOnly, UcWriteOnlyImm, UcWriteOnly),
+        },
+        (QpType::Uc, _, p) => match p {
+            First => UcSendFirst,
+            Middle => UcSendMiddle,
+            Last => last_imm_inv(UcSendLast, UcSendLastImm, UcSendLast),
+            Only => last_imm_inv(UcSendOnly, UcSendOnlyImm, UcSendOnly),
+        },
+    }
+}
+
+/// Executes a local WR (invalidate, bind) and returns its status.
+fn execute_local<M>(qp: &Qp, sh: &mut Shared<M>, op: &SendOp) -> WcStatus {
+    match *op {
+        SendOp::LocalInv(key) => match sh.keys.invalidate(key, qp.pd) {
+            Ok(()) => WcStatus::Success,
+            Err(_) => WcStatus::LocQpOpErr,
+        },
+        SendOp::BindMw(b) => {
+            let req = BindRequest {
+                mw_rkey: b.mw_rkey,
+                new_key: b.new_key,
+                mr_lkey: b.mr_lkey,
+                addr: b.addr,
+                len: b.len,
+                access: b.access,
+            };
+            match sh.keys.bind(qp.pd, qp.qpn, &req) {
+                Ok(_) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
+            }
+        }
+        _ => WcStatus::Success,
+    }
+}
+
+/// Outstanding READ/atomic requests: those before `next` not yet completed.
+fn rd_atomic_outstanding(qp: &Qp) -> u32 {
+    qp.sq
+        .iter()
+        .take(qp.req.next)
+        .filter(|w| w.status.is_none() && w.wr.op.is_read_or_atomic())
+        .count() as u32
+}
+
+/// Writes the next packet into `buf` and returns its length, or `None` if there is nothing
+/// to send now.
+pub(crate) fn poll<M: Memory>(
+    qp: &mut Qp,
+    sh: &mut Shared<M>,
+    now: Instant,
+    buf: &mut [u8],
+) -> Option<usize> {
+    if !qp.sends() {
+        return None;
+    }
+    if let Some(t) = qp.req.rnr_until {
+        if now < t {
+            return None;
+        }
+        qp.req.rnr_until = None;
+    }
+    loop {
+        let index = qp.req.next;
+        let w = qp.sq.get(index)?;
+        match w.status {
+            Some(WcStatus::Success) => {
+                qp.req.next += 1;
+                continue;
+            }
+            // A failed WQE waits for the ones before it to complete; its retirement moves the
+            // QP to error.
+            Some(_) => return None,
+            None => {}
+        }
+        if w.wr.op.is_local() {
+            // Local operations wait for every earlier WQE (rxe fences LOCAL_INV this way).
+            if index != 0 {
+                return None;
+            }
+            let op = w.wr.op;
+            let status = execute_local(qp, sh, &op);
+            qp.sq[0].status = Some(status);
+            qp.req.next += 1;
+            qp.retire(sh);
+            if !qp.sends() {
+                return None;
+            }
+            continue;
+        }
+        if qp.qp_type == QpType::Rc {
+            let fenced = w.wr.flags & SEND_FENCE != 0;
+            let rd_atomic = w.wr.op.is_read_or_atomic();
+            if qp.req.offset == 0 && (fenced || rd_atomic) {
+                // IBA 10.8.3.3: a fenced WR waits for prior READs and atomics; 9.5.1: at most
+                // max_rd_atomic of them are outstanding.
+                let outstanding = rd_atomic_outstanding(qp);
+                let limit = qp.attr.max_rd_atomic.max(1) as u32;
+                if (fenced && outstanding > 0) || (rd_atomic && outstanding >= limit) {
+                    return None;
+                }
+            }
+            if psn::diff(qp.req.psn, qp.comp.psn) >= MAX_UNACKED_PSNS {
+                return None;
+            }
+        }
+        return match build(qp, sh, now, buf) {
+            Ok(n) => Some(n),
+            Err(status) => {
+                qp.sq[index].status = Some(status);
+                qp.req.next += 1;
+                qp.req.offset = 0;
+                qp.retire(sh);
+                None
+            }
+        };
+    }
+}
+
+/// Builds the packet for the WQE at `req.next` and advances.
+fn build<M: Memory>(
+    qp: &mut Qp,
+    sh: &mut Shared<M>,
+    now: Instant,
+    buf: &mut [u8],
+) -> Result<usize, WcStatus> {
+    let mtu = qp.mtu(sh);
+    let index = qp.req.next;
+    let offset = qp.req.offset;
+    let psn = qp.req.psn;
+    let w = &mut qp.sq[index];
+    if offset == 0 {
+        // The first packet of this message (or a resend of it) fixes its PSN range.
+        w.first_psn = psn;
+        w.last_psn = psn::add(psn, w.npkts(mtu) - 1);
+    }
+    let w = &qp.sq[index];
+    let remaining = w.len - offset;
+    let (pos, payload_len) = if w.wr.op.sends_data() {
+        let n = remaining.min(mtu);
+        let pos = match (offset == 0, remaining <= mtu) {
+            (true, true) => Position::Only,
+            (true, false) => Position::First,
+            (false, true) => Position::Last,
+            (false, false) => Position::Middle,
+        };
+        (pos, n)
+    } else {
+        (Position::Only, 0)
+    };
+    let ends_message = matches!(pos, Position::Last | Position::Only);
+    let op = opcode(qp.qp_type, &w.wr.op, pos);
+
+    let mut ext = ExtRepr::default();
+    let (path, dest_qp) = match (qp.qp_type, w.wr.ud) {
+        (QpType::Ud, Some(ud)) => {
+            if w.len > mtu {
+                return Err(WcStatus::LocLenErr);
+            }
+            ext.deth = Some(DethRepr {
+                qkey: ud.remote_qkey,
+                src_qp: qp.qpn,
+            });
+            let path = sh
+                .path(&ud.ah, qp.udp_src_port)
+                .ok_or(WcStatus::LocQpOpErr)?;
+            (path, ud.remote_qpn)
+        }
+        (QpType::Ud, None) => return Err(WcStatus::LocQpOpErr),
+        _ => (qp.path.ok_or(WcStatus::LocQpOpErr)?, qp.attr.dest_qp_num),
+    };
+    let first = matches!(pos, Position::First | Position::Only);
+    match w.wr.op {
+        SendOp::Write(r) | SendOp::WriteWithImm(r, _) if first => {
+            ext.reth = Some(RethRepr {
+                va: r.addr,
+                rkey: r.rkey,
+                dma_len: w.len,
+            });
+        }
+        SendOp::Read(r) => {
+            // A resent READ asks only for the bytes still missing (IBA 9.7.4.1.5).
+            ext.reth = Some(RethRepr {
+                va: r.addr.wrapping_add(offset as u64),
+                rkey: r.rkey,
+                dma_len: remaining,
+            });
+        }
+        SendOp::CompareSwap {
+            remote,
+            compare,
+            swap,
+        } => {
+            ext.atomic_eth = Some(AtomicEthRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                swap_add: swap,
+                compare,
+            });
+        }
+        SendOp::FetchAdd { remote, add } => {
+            ext.atomic_eth = Some(AtomicEthRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                swap_add: add,
+                compare: 0,
+            });
+        }
+        _ => {}
+    }
+    if ends_message {
+        match w.wr.op {
+            SendOp::SendWithImm(imm) | SendOp::WriteWithImm(_, imm) => ext.immdt = Some(imm),
+            SendOp::SendWithInv(rkey) => ext.ieth = Some(rkey),
+            _ => {}
+        }
+    }
+    let rc = qp.qp_type == QpType::Rc;
+    let ack_req = rc && (ends_message || qp.req.noack >= MAX_PKTS_PER_ACK);
+    let repr = FrameRepr {
+        eth: path.eth,
+        ip: path.ip,
+        udp: path.udp,
+        bth: BthRepr {
+            opcode: op,
+            solicited: ends_message && w.wr.flags & SEND_SOLICITED != 0,
+            mig_req: true,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req,
+            psn,
+        },
+        ext,
+    };
+    let at = repr.payload_offset();
+    let payload = buf
+        .get_mut(at..at + payload_len as usize)
+        .ok_or(WcStatus::LocLenErr)?;
+    match &w.inline {
+        Some(data) => payload.copy_from_slice(&data[offset as usize..][..payload_len as usize]),
+        None => dma::gather(&sh.mem, &sh.keys, qp.pd, &w.wr.sgl, offset, payload)?,
+    }
+    let n = repr
+        .emit_in_place(payload_len as usize, buf)
+        .map_err(|_| WcStatus::LocLenErr)?;
+
+    // Advance.
+    let npsn = match w.wr.op {
+        SendOp::Read(_) => remaining.div_ceil(mtu).max(1),
+        _ => 1,
+    };
+    if psn::diff(psn, qp.req.max_sent) < 0 {
+        sh.counters.retransmitted_pkts += 1;
+    }
+    qp.req.psn = psn::add(psn, npsn);
+    if psn::diff(qp.req.psn, qp.req.max_sent) > 0 {
+        qp.req.max_sent = qp.req.psn;
+    }
+    qp.req.noack = if ack_req { 0 } else { qp.req.noack + 1 };
+    if w.wr.op.sends_data() && !ends_message {
+        qp.req.offset += payload_len;
+    } else {
+        qp.req.next += 1;
+        qp.req.offset = 0;
+        if !rc {
+            // UC and UD complete when the last packet is sent (no ACKs).
+            qp.sq[index].status = Some(WcStatus::Success);
+            qp.retire(sh);
+        }
+    }
+    if rc {
+        qp.comp.arm(now, qp.attr.timeout);
+    }
+    sh.counters.sent_pkts += 1;
+    Ok(n)
+}

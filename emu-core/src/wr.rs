@@ -1,0 +1,180 @@
+//! Work requests, as `ibv_send_wr` and `ibv_recv_wr` carry them.
+
+use crate::gid::Gid;
+use crate::keys::Access;
+use smoltcp::wire::EthernetAddress;
+
+/// A scatter/gather element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Sge {
+    /// Start address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// The region's local key.
+    pub lkey: u32,
+}
+
+/// Where packets go: the fields of an address handle, plus the next hop's MAC, which the
+/// device resolves (ARP/ND) before it hands the AH to the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AddressHandle {
+    /// Destination GID.
+    pub dgid: Gid,
+    /// Index of the source GID in the GID table.
+    pub sgid_index: u8,
+    /// Hop limit / TTL.
+    pub hop_limit: u8,
+    /// Traffic class: DSCP in the high six bits, ECN in the low two.
+    pub traffic_class: u8,
+    /// IPv6 flow label.
+    pub flow_label: u32,
+    /// The next hop's MAC.
+    pub dmac: EthernetAddress,
+}
+
+/// The remote half of an RDMA operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Remote {
+    /// Remote virtual address.
+    pub addr: u64,
+    /// Remote key.
+    pub rkey: u32,
+}
+
+/// A memory window bind, carried by a BIND_MW work request (type 2) or `ibv_bind_mw` (type 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MwBind {
+    /// The window's current rkey.
+    pub mw_rkey: u32,
+    /// The key byte for the bound window (type 2).
+    pub new_key: u8,
+    /// The region's lkey.
+    pub mr_lkey: u32,
+    /// Start address.
+    pub addr: u64,
+    /// Length.
+    pub len: u64,
+    /// Remote access granted.
+    pub access: Access,
+}
+
+/// What a send work request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendOp {
+    /// SEND.
+    Send,
+    /// SEND with immediate data.
+    SendWithImm(u32),
+    /// SEND that invalidates the given rkey at the responder.
+    SendWithInv(u32),
+    /// RDMA WRITE.
+    Write(Remote),
+    /// RDMA WRITE with immediate data (consumes a receive WQE at the responder).
+    WriteWithImm(Remote, u32),
+    /// RDMA READ into the local SGEs.
+    Read(Remote),
+    /// 64-bit compare and swap; the original value lands in the local SGE.
+    CompareSwap {
+        /// Remote address (8-byte aligned).
+        remote: Remote,
+        /// The value to compare with.
+        compare: u64,
+        /// The value to store if equal.
+        swap: u64,
+    },
+    /// 64-bit fetch and add; the original value lands in the local SGE.
+    FetchAdd {
+        /// Remote address (8-byte aligned).
+        remote: Remote,
+        /// The value to add.
+        add: u64,
+    },
+    /// Invalidate a local key.
+    LocalInv(u32),
+    /// Bind a memory window.
+    BindMw(MwBind),
+}
+
+impl SendOp {
+    /// Whether this is an RDMA READ or atomic (limited by max_rd_atomic).
+    pub fn is_read_or_atomic(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Read(_) | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
+        )
+    }
+
+    /// Whether this is an atomic.
+    pub fn is_atomic(&self) -> bool {
+        matches!(self, SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. })
+    }
+
+    /// Whether the work request is executed locally, without packets.
+    pub fn is_local(&self) -> bool {
+        matches!(self, SendOp::LocalInv(_) | SendOp::BindMw(_))
+    }
+
+    /// Whether packets of this operation carry the data of the SGEs.
+    pub fn sends_data(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Send
+                | SendOp::SendWithImm(_)
+                | SendOp::SendWithInv(_)
+                | SendOp::Write(_)
+                | SendOp::WriteWithImm(..)
+        )
+    }
+}
+
+/// `ibv_send_flags`: wait for prior READs and atomics to complete.
+pub const SEND_FENCE: u32 = 1;
+/// `ibv_send_flags`: generate a completion.
+pub const SEND_SIGNALED: u32 = 2;
+/// `ibv_send_flags`: set the solicited event bit.
+pub const SEND_SOLICITED: u32 = 4;
+/// `ibv_send_flags`: the SGEs' bytes are copied at post time.
+pub const SEND_INLINE: u32 = 8;
+
+/// The destination of a UD send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdDest {
+    /// Address handle.
+    pub ah: AddressHandle,
+    /// Remote QP number.
+    pub remote_qpn: u32,
+    /// Remote Q_Key. If its high bit is set, the QP's own Q_Key is sent instead (IBA 10.2.5).
+    pub remote_qkey: u32,
+}
+
+/// A send work request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// The operation.
+    pub op: SendOp,
+    /// The local buffers.
+    pub sgl: Vec<Sge>,
+    /// `SEND_*` flags.
+    pub flags: u32,
+    /// UD only: where to.
+    pub ud: Option<UdDest>,
+}
+
+/// A receive work request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where received bytes go.
+    pub sgl: Vec<Sge>,
+}
+
+/// The total length of a scatter/gather list, or `None` if it exceeds 2^31 (IBA's message size
+/// limit).
+pub fn sgl_len(sgl: &[Sge]) -> Option<u32> {
+    let total: u64 = sgl.iter().map(|s| s.length as u64).sum();
+    (total <= 1 << 31).then_some(total as u32)
+}

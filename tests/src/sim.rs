@@ -1,0 +1,506 @@
+//! A deterministic network of softrnic engines (in the spirit of quinn's test `Pair` and
+//! TigerBeetle's simulator): virtual time that jumps to the next event, and a link model with
+//! latency, bandwidth, loss, duplication, reordering, corruption and partitions, all drawn
+//! from one seed.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use softrnic_emu_core::native::Endpoint;
+use softrnic_emu_core::{
+    Access, AddressHandle, AttrMask, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant,
+    MAX_FRAME, Mtu, QpAttr, QpState, QpType,
+};
+use softrnic_wire::{
+    EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, Syndrome, UdpChecksum, UdpRepr,
+    bth::BthRepr, frame,
+};
+
+use crate::Rng;
+
+/// Random faults on every frame, as probabilities.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Faults {
+    /// The frame is lost.
+    pub loss: f64,
+    /// The frame arrives twice.
+    pub duplicate: f64,
+    /// The frame is delayed by up to 4× the latency, so later frames overtake it.
+    pub reorder: f64,
+    /// One bit of the frame (from the IP header on) is flipped.
+    pub corrupt: f64,
+}
+
+/// The link between every pair of hosts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinkSpec {
+    /// One-way latency in nanoseconds.
+    pub latency_ns: u64,
+    /// Bandwidth of each host's port, in bytes per microsecond (1250 is 10 Gbit/s).
+    pub bytes_per_us: u64,
+    /// Random faults.
+    pub faults: Faults,
+}
+
+impl Default for LinkSpec {
+    fn default() -> LinkSpec {
+        LinkSpec {
+            latency_ns: 2_000,
+            bytes_per_us: 1250,
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// What happened to a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    /// Delivered.
+    Delivered,
+    /// Lost.
+    Dropped,
+    /// Delivered twice.
+    Duplicated,
+    /// Delivered with a bit flipped.
+    Corrupted,
+    /// Delayed behind later frames.
+    Reordered,
+}
+
+/// One frame sent, for scenario assertions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sent {
+    /// Virtual time, in nanoseconds.
+    pub at: u64,
+    /// Sending host.
+    pub from: usize,
+    /// Receiving host.
+    pub to: usize,
+    /// BTH opcode.
+    pub opcode: Opcode,
+    /// BTH PSN.
+    pub psn: u32,
+    /// The AETH syndrome, if any.
+    pub syndrome: Option<Syndrome>,
+    /// Payload bytes.
+    pub len: usize,
+    /// What the link did with it.
+    pub fate: Fate,
+}
+
+impl Sent {
+    /// A compact description, e.g. `0>1 RC_SEND_ONLY 5` or `1>0 RC_ACKNOWLEDGE 5 ACK`; with
+    /// the fate when it was not simply delivered.
+    pub fn line(&self) -> String {
+        let mut s = format!("{}>{} {} {}", self.from, self.to, self.opcode, self.psn);
+        match self.syndrome {
+            Some(Syndrome::Ack(_)) => s.push_str(" ACK"),
+            Some(Syndrome::RnrNak(_)) => s.push_str(" RNR"),
+            Some(Syndrome::Nak(code)) => s.push_str(&format!(" NAK{}", code.code())),
+            Some(Syndrome::Reserved(b)) => s.push_str(&format!(" SYN{b:#x}")),
+            None => {}
+        }
+        if self.fate != Fate::Delivered {
+            s.push_str(&format!(" [{:?}]", self.fate));
+        }
+        s
+    }
+}
+
+/// A host: an engine, its memory, and its addresses.
+pub struct Host {
+    /// The engine.
+    pub engine: Engine<HeapMemory>,
+    /// Its MAC.
+    pub mac: EthernetAddress,
+    /// Its GID.
+    pub gid: Gid,
+}
+
+/// A scenario hook: decides the fate of a frame instead of the random faults.
+pub type Hook = Box<dyn FnMut(&Sent) -> Option<Fate>>;
+
+/// The simulated network.
+pub struct Sim {
+    /// The hosts, by index.
+    pub hosts: Vec<Host>,
+    /// Virtual time in nanoseconds.
+    pub now: u64,
+    /// The link model.
+    pub link: LinkSpec,
+    /// Frames sent in `[start, end)` are lost.
+    pub partition: Option<(u64, u64)>,
+    /// Every frame sent, when `record` is set.
+    pub trace: Vec<Sent>,
+    /// Whether to fill `trace`.
+    pub record: bool,
+    /// Overrides the random faults, for scenarios that lose one particular frame.
+    pub hook: Option<Hook>,
+    rng: Rng,
+    in_flight: BinaryHeap<Reverse<(u64, u64, usize, Vec<u8>)>>,
+    seq: u64,
+    port_free_at: Vec<u64>,
+    buf: Vec<u8>,
+    /// The most frames ever in flight at once.
+    pub max_in_flight: usize,
+}
+
+impl Sim {
+    /// `n` hosts at 198.18.0.1, .2, ... with a 4096-byte path MTU available; everything random
+    /// comes from `seed`.
+    pub fn new(seed: u64, n: usize, link: LinkSpec) -> Sim {
+        let hosts = (0..n)
+            .map(|i| {
+                let mac = EthernetAddress([0x02, 0, 0, 0, 0, i as u8 + 1]);
+                let gid = Gid::from(core::net::Ipv4Addr::new(198, 18, 0, i as u8 + 1));
+                let config = Config {
+                    seed: seed.wrapping_mul(31).wrapping_add(i as u64),
+                    mac,
+                    gids: vec![gid],
+                    eth_mtu: 9000,
+                    device: DeviceAttr::default(),
+                };
+                Host {
+                    engine: Engine::new(config, HeapMemory::new()),
+                    mac,
+                    gid,
+                }
+            })
+            .collect();
+        Sim {
+            hosts,
+            now: 0,
+            link,
+            partition: None,
+            trace: Vec::new(),
+            record: false,
+            hook: None,
+            rng: Rng::new(seed ^ 0x5eed),
+            in_flight: BinaryHeap::new(),
+            seq: 0,
+            port_free_at: vec![0; n],
+            buf: vec![0; MAX_FRAME],
+            max_in_flight: 0,
+        }
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        let x = (self.rng.bits() >> 11) as f64 / (1u64 << 53) as f64;
+        p > 0.0 && x < p
+    }
+
+    /// Sends every frame every host has ready.
+    fn pump(&mut self) {
+        let now = Instant::from_nanos(self.now);
+        for from in 0..self.hosts.len() {
+            while let Some(n) = self.hosts[from].engine.poll_transmit(now, &mut self.buf) {
+                let frame = self.buf[..n].to_vec();
+                self.transmit(from, frame);
+            }
+        }
+    }
+
+    fn transmit(&mut self, from: usize, mut frame: Vec<u8>) {
+        let dst_mac = EthernetAddress::from_bytes(&frame[..6]);
+        let Some(to) = self.hosts.iter().position(|h| h.mac == dst_mac) else {
+            return;
+        };
+        // Each port sends one frame at a time at the link's bandwidth.
+        let start = self.now.max(self.port_free_at[from]);
+        let wire_ns = frame.len() as u64 * 1000 / self.link.bytes_per_us.max(1);
+        self.port_free_at[from] = start + wire_ns;
+        let mut at = start + wire_ns + self.link.latency_ns;
+
+        let parsed = frame::parse(&frame).ok();
+        let mut sent = Sent {
+            at: self.now,
+            from,
+            to,
+            opcode: parsed.map_or(Opcode::Cnp, |p| p.repr.bth.opcode),
+            psn: parsed.map_or(0, |p| p.repr.bth.psn),
+            syndrome: parsed.and_then(|p| p.repr.ext.aeth.map(|a| a.syndrome)),
+            len: parsed.map_or(0, |p| p.payload().len()),
+            fate: Fate::Delivered,
+        };
+        let f = self.link.faults;
+        let partitioned = self
+            .partition
+            .is_some_and(|(s, e)| self.now >= s && self.now < e);
+        let hooked = self.hook.as_mut().and_then(|h| h(&sent));
+        sent.fate = if partitioned {
+            Fate::Dropped
+        } else if let Some(fate) = hooked {
+            fate
+        } else if self.chance(f.loss) {
+            Fate::Dropped
+        } else if self.chance(f.duplicate) {
+            Fate::Duplicated
+        } else if self.chance(f.reorder) {
+            Fate::Reordered
+        } else if self.chance(f.corrupt) {
+            Fate::Corrupted
+        } else {
+            Fate::Delivered
+        };
+        match sent.fate {
+            Fate::Dropped => {}
+            Fate::Duplicated => {
+                let later = at + self.link.latency_ns / 2 + 1;
+                self.schedule(later, to, frame.clone());
+                self.schedule(at, to, frame);
+            }
+            Fate::Reordered => {
+                at += 1 + self.rng.below(4 * self.link.latency_ns + 1);
+                self.schedule(at, to, frame);
+            }
+            Fate::Corrupted => {
+                let ip_at = 14;
+                let bit = self.rng.below(((frame.len() - ip_at) * 8) as u64) as usize;
+                frame[ip_at + bit / 8] ^= 1 << (bit % 8);
+                self.schedule(at, to, frame);
+            }
+            Fate::Delivered => self.schedule(at, to, frame),
+        }
+        if self.record {
+            self.trace.push(sent);
+        }
+    }
+
+    /// Delivers a hand-made frame to host `to` after the link latency.
+    pub fn inject(&mut self, to: usize, frame: Vec<u8>) {
+        let at = self.now + self.link.latency_ns;
+        self.schedule(at, to, frame);
+    }
+
+    /// A frame from host `from` to host `to` with these transport headers.
+    pub fn frame(
+        &self,
+        from: usize,
+        to: usize,
+        bth: BthRepr,
+        ext: ExtRepr,
+        payload: &[u8],
+    ) -> Vec<u8> {
+        let ip = |h: usize| match self.hosts[h].gid.to_ip() {
+            core::net::IpAddr::V4(v4) => v4,
+            core::net::IpAddr::V6(_) => unreachable!("simulated hosts use IPv4"),
+        };
+        let repr = FrameRepr {
+            eth: EthRepr {
+                dst: self.hosts[to].mac,
+                src: self.hosts[from].mac,
+                vlan: None,
+            },
+            ip: IpRepr::V4 {
+                src: ip(from),
+                dst: ip(to),
+                dscp: 0,
+                ecn: 0,
+                ttl: 64,
+            },
+            udp: UdpRepr {
+                src_port: 0xc000,
+                checksum: UdpChecksum::Zero,
+            },
+            bth,
+            ext,
+        };
+        let mut buf = vec![0; MAX_FRAME];
+        let n = repr.emit(payload, &mut buf).expect("valid frame");
+        buf.truncate(n);
+        buf
+    }
+
+    fn schedule(&mut self, at: u64, to: usize, frame: Vec<u8>) {
+        self.seq += 1;
+        self.in_flight.push(Reverse((at, self.seq, to, frame)));
+        self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
+    }
+
+    /// Advances to the next event (a frame arriving or a timer) and handles everything due
+    /// then. Returns false when nothing is left to happen.
+    pub fn step(&mut self) -> bool {
+        self.pump();
+        let next_frame = self.in_flight.peek().map(|Reverse((t, ..))| *t);
+        let next_timer = self
+            .hosts
+            .iter()
+            .filter_map(|h| h.engine.poll_timeout())
+            .map(Instant::as_nanos)
+            .min();
+        let Some(t) = [next_frame, next_timer].into_iter().flatten().min() else {
+            return false;
+        };
+        self.now = self.now.max(t);
+        let now = Instant::from_nanos(self.now);
+        while self
+            .in_flight
+            .peek()
+            .is_some_and(|Reverse((t, ..))| *t <= self.now)
+        {
+            let Reverse((_, _, to, frame)) = self.in_flight.pop().expect("peeked");
+            self.hosts[to].engine.handle_packet(now, &frame);
+        }
+        for h in &mut self.hosts {
+            if h.engine.poll_timeout().is_some_and(|t| t <= now) {
+                h.engine.handle_timeout(now);
+            }
+        }
+        true
+    }
+
+    /// Steps until `done` holds or nothing is left to happen; fails after `max_steps` (a
+    /// livelock) or when the network goes idle first (a hang).
+    pub fn run_until(
+        &mut self,
+        max_steps: usize,
+        mut done: impl FnMut(&mut Sim) -> bool,
+    ) -> Result<(), String> {
+        for _ in 0..max_steps {
+            if done(self) {
+                return Ok(());
+            }
+            if !self.step() {
+                return if done(self) {
+                    Ok(())
+                } else {
+                    Err(format!("idle at {} ns before the run was done", self.now))
+                };
+            }
+        }
+        Err(format!("no end after {max_steps} steps (livelock?)"))
+    }
+
+    /// Runs until nothing is left to happen.
+    pub fn run_idle(&mut self, max_steps: usize) -> Result<(), String> {
+        for _ in 0..max_steps {
+            if !self.step() {
+                return Ok(());
+            }
+        }
+        Err(format!("still busy after {max_steps} steps"))
+    }
+
+    /// The endpoint of QP `qpn` on host `h`, starting at `psn`.
+    pub fn endpoint(&self, h: usize, qpn: u32, psn: u32) -> Endpoint {
+        Endpoint {
+            gid: self.hosts[h].gid,
+            mac: self.hosts[h].mac,
+            qpn,
+            psn,
+        }
+    }
+
+    /// Takes QP `qpn` on host `h` to RTS towards `peer`, with `own_psn` as its first PSN and
+    /// the given transport settings.
+    pub fn connect(
+        &mut self,
+        h: usize,
+        qpn: u32,
+        own_psn: u32,
+        peer: &Endpoint,
+        settings: &Settings,
+    ) {
+        let engine = &mut self.hosts[h].engine;
+        let qp_type = engine.qp_type(qpn).expect("QP exists");
+        let ah = AddressHandle {
+            dgid: peer.gid,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: peer.mac,
+        };
+        let attr = QpAttr {
+            qp_access_flags: settings.access,
+            qkey: 0x1111_1111,
+            ah: Some(ah),
+            path_mtu: settings.mtu,
+            timeout: settings.timeout,
+            retry_cnt: settings.retry_cnt,
+            rnr_retry: settings.rnr_retry,
+            rq_psn: peer.psn,
+            sq_psn: own_psn,
+            max_rd_atomic: settings.max_rd_atomic,
+            max_dest_rd_atomic: settings.max_rd_atomic,
+            min_rnr_timer: settings.min_rnr_timer,
+            dest_qp_num: peer.qpn,
+            ..QpAttr::default()
+        };
+        use AttrMask as M;
+        let (init, rtr, rts): (&[M], &[M], &[M]) = match qp_type {
+            QpType::Rc => (
+                &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS],
+                &[
+                    M::AV,
+                    M::PATH_MTU,
+                    M::DEST_QPN,
+                    M::RQ_PSN,
+                    M::MAX_DEST_RD_ATOMIC,
+                    M::MIN_RNR_TIMER,
+                ],
+                &[
+                    M::TIMEOUT,
+                    M::RETRY_CNT,
+                    M::RNR_RETRY,
+                    M::SQ_PSN,
+                    M::MAX_QP_RD_ATOMIC,
+                ],
+            ),
+            QpType::Uc => (
+                &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS],
+                &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN],
+                &[M::SQ_PSN],
+            ),
+            QpType::Ud => (&[M::PKEY_INDEX, M::PORT, M::QKEY], &[], &[M::SQ_PSN]),
+        };
+        for (state, bits) in [
+            (QpState::Init, init),
+            (QpState::Rtr, rtr),
+            (QpState::Rts, rts),
+        ] {
+            let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+            let a = QpAttr {
+                qp_state: state,
+                ..attr
+            };
+            engine.modify_qp(qpn, &a, mask).expect("modify_qp");
+        }
+    }
+}
+
+/// Transport settings for [`Sim::connect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Local ACK timeout exponent.
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 is infinite).
+    pub rnr_retry: u8,
+    /// RNR timer code the responder sends.
+    pub min_rnr_timer: u8,
+    /// Outstanding READ/atomic each way.
+    pub max_rd_atomic: u8,
+    /// Remote access the QP allows.
+    pub access: Access,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            mtu: Mtu::M1024,
+            timeout: 8, // 1.05 ms
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 1, // 0.01 ms
+            max_rd_atomic: 4,
+            access: Access::LOCAL_WRITE
+                .with(Access::REMOTE_WRITE)
+                .with(Access::REMOTE_READ)
+                .with(Access::REMOTE_ATOMIC),
+        }
+    }
+}

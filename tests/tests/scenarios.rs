@@ -1,0 +1,735 @@
+//! Named protocol scenarios over the simulated network, each asserting the exact packets,
+//! completions and counters. Host 0's QP is the requester (first PSN 0); host 1's is the
+//! responder (first PSN 0x500 for its own requests).
+
+use softrnic_emu_core::{
+    Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SEND_SIGNALED, SendOp,
+    SendWr, Sge, Wc, WcOpcode, WcStatus,
+};
+use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
+use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, Syndrome, bth::BthRepr};
+
+const RW: Access = Access(1 | 2 | 4 | 8);
+
+struct Pair {
+    sim: Sim,
+    pd: [u32; 2],
+    cq: [u32; 2],
+    qp: [u32; 2],
+}
+
+impl Pair {
+    fn new(qp_type: QpType, settings: Settings) -> Pair {
+        let mut sim = Sim::new(1, 2, LinkSpec::default());
+        sim.record = true;
+        let mut pd = [0; 2];
+        let mut cq = [0; 2];
+        let mut qp = [0; 2];
+        for h in 0..2 {
+            let e = &mut sim.hosts[h].engine;
+            pd[h] = e.alloc_pd(0).unwrap();
+            cq[h] = e.create_cq(64).unwrap();
+            let cap = QpCap {
+                max_send_wr: 32,
+                max_recv_wr: 32,
+                max_send_sge: 4,
+                max_recv_sge: 4,
+                max_inline_data: 64,
+            };
+            let init = QpInit {
+                qp_type,
+                send_cq: cq[h],
+                recv_cq: cq[h],
+                srq: None,
+                cap,
+                sq_sig_all: false,
+            };
+            qp[h] = e.create_qp(pd[h], init).unwrap();
+        }
+        let (e0, e1) = (sim.endpoint(0, qp[0], 0), sim.endpoint(1, qp[1], 0x500));
+        sim.connect(0, qp[0], 0, &e1, &settings);
+        sim.connect(1, qp[1], 0x500, &e0, &settings);
+        Pair { sim, pd, cq, qp }
+    }
+
+    fn rc() -> Pair {
+        Pair::new(QpType::Rc, Settings::default())
+    }
+
+    /// A buffer of `len` bytes filled with `fill`, registered with `access`: (address, key).
+    fn buf(&mut self, h: usize, len: usize, fill: u8, access: Access) -> (u64, u32) {
+        let e = &mut self.sim.hosts[h].engine;
+        let addr = e.memory_mut().alloc(len);
+        e.memory_mut().slice_mut(addr, len).unwrap().fill(fill);
+        let key = e.reg_mr(self.pd[h], addr, len as u64, access).unwrap();
+        (addr, key)
+    }
+
+    fn bytes(&self, h: usize, addr: u64, len: usize) -> Vec<u8> {
+        self.sim.hosts[h]
+            .engine
+            .memory()
+            .slice(addr, len)
+            .unwrap()
+            .to_vec()
+    }
+
+    fn send(&mut self, wr_id: u64, op: SendOp, sgl: Vec<Sge>) {
+        let wr = SendWr {
+            wr_id,
+            op,
+            sgl,
+            flags: SEND_SIGNALED,
+            ud: None,
+        };
+        self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();
+    }
+
+    fn recv(&mut self, wr_id: u64, sgl: Vec<Sge>) {
+        let wr = RecvWr { wr_id, sgl };
+        self.sim.hosts[1].engine.post_recv(self.qp[1], wr).unwrap();
+    }
+
+    fn run(&mut self) {
+        self.sim.run_idle(100_000).unwrap();
+    }
+
+    fn wcs(&mut self, h: usize) -> Vec<(u64, WcStatus, WcOpcode, u32)> {
+        let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 64];
+        let n = self.sim.hosts[h]
+            .engine
+            .poll_cq(self.cq[h], &mut out)
+            .unwrap();
+        out[..n]
+            .iter()
+            .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
+            .collect()
+    }
+
+    fn lines(&self) -> Vec<String> {
+        self.sim.trace.iter().map(Sent::line).collect()
+    }
+
+    fn counters(&self, h: usize) -> Counters {
+        self.sim.hosts[h].engine.counters().clone()
+    }
+
+    /// Loses the `n`th (from 0) frame matching `pick`.
+    fn lose(&mut self, n: usize, pick: impl Fn(&Sent) -> bool + 'static) {
+        let mut seen = 0;
+        self.sim.hook = Some(Box::new(move |s| {
+            if pick(s) {
+                seen += 1;
+                if seen == n + 1 {
+                    return Some(Fate::Dropped);
+                }
+            }
+            None
+        }));
+    }
+}
+
+fn sge(addr: u64, length: usize, lkey: u32) -> Vec<Sge> {
+    vec![Sge {
+        addr,
+        length: length as u32,
+        lkey,
+    }]
+}
+
+#[test]
+fn send_of_three_packets_is_acked_once() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 2500, 0xab, RW);
+    let (dst, rkey) = p.buf(1, 4096, 0, RW);
+    p.recv(7, sge(dst, 4096, rkey));
+    p.send(1, SendOp::Send, sge(src, 2500, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_SEND_FIRST 0",
+            "0>1 RC_SEND_MIDDLE 1",
+            "0>1 RC_SEND_LAST 2",
+            "1>0 RC_ACKNOWLEDGE 2 ACK",
+        ]
+    );
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::Send, 0)]);
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 2500)]);
+    assert_eq!(p.bytes(1, dst, 2500), vec![0xab; 2500]);
+    assert_eq!(p.counters(0).sent_pkts, 3);
+    assert_eq!(p.counters(1).sent_pkts, 1);
+}
+
+#[test]
+fn rdma_read_of_three_packets() {
+    let mut p = Pair::rc();
+    let (dst, lkey) = p.buf(0, 2100, 0, RW);
+    let (src, rkey) = p.buf(1, 2100, 0x5a, RW);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 2100, lkey),
+    );
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_READ_REQUEST 0",
+            "1>0 RC_RDMA_READ_RESPONSE_FIRST 0 ACK",
+            "1>0 RC_RDMA_READ_RESPONSE_MIDDLE 1",
+            "1>0 RC_RDMA_READ_RESPONSE_LAST 2 ACK",
+        ]
+    );
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaRead, 2100)]);
+    assert_eq!(p.bytes(0, dst, 2100), vec![0x5a; 2100]);
+}
+
+fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
+    BthRepr {
+        opcode,
+        solicited: false,
+        mig_req: true,
+        pkey: 0xffff,
+        fecn: false,
+        becn: false,
+        dest_qp,
+        ack_req: true,
+        psn,
+    }
+}
+
+#[test]
+fn every_opcode_succeeds() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 64, 0x11, RW);
+    let (res, res_key) = p.buf(0, 16, 0, RW);
+    let (win, rkey) = p.buf(1, 64, 0, RW);
+    let (rbuf, rbuf_key) = p.buf(1, 64, 0, RW);
+    let (ctr, ctr_key) = p.buf(1, 8, 0, RW);
+    p.sim.hosts[1]
+        .engine
+        .memory_mut()
+        .slice_mut(ctr, 8)
+        .unwrap()
+        .copy_from_slice(&5u64.to_ne_bytes());
+    // An MR the SEND with Invalidate will invalidate.
+    let (_, victim) = p.buf(1, 8, 0, RW);
+    for i in 0..4 {
+        p.recv(100 + i, sge(rbuf + 16 * i, 16, rbuf_key));
+    }
+    let remote = Remote { addr: win, rkey };
+    p.send(1, SendOp::Send, sge(src, 4, lkey));
+    p.send(2, SendOp::SendWithImm(0x1234), sge(src, 4, lkey));
+    p.send(3, SendOp::Write(remote), sge(src, 8, lkey));
+    p.send(
+        4,
+        SendOp::WriteWithImm(
+            Remote {
+                addr: win + 8,
+                rkey,
+            },
+            0x99,
+        ),
+        sge(src, 8, lkey),
+    );
+    p.send(5, SendOp::Read(remote), sge(res, 8, res_key));
+    let ctr_remote = Remote {
+        addr: ctr,
+        rkey: ctr_key,
+    };
+    p.send(
+        6,
+        SendOp::FetchAdd {
+            remote: ctr_remote,
+            add: 10,
+        },
+        sge(res + 8, 8, res_key),
+    );
+    let cas = SendOp::CompareSwap {
+        remote: ctr_remote,
+        compare: 15,
+        swap: 77,
+    };
+    p.send(7, cas, sge(res, 8, res_key));
+    p.send(8, SendOp::SendWithInv(victim), sge(src, 4, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_SEND_ONLY 0",
+            "0>1 RC_SEND_ONLY_WITH_IMMEDIATE 1",
+            "0>1 RC_RDMA_WRITE_ONLY 2",
+            "0>1 RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE 3",
+            "0>1 RC_RDMA_READ_REQUEST 4",
+            "0>1 RC_FETCH_ADD 5",
+            "0>1 RC_COMPARE_SWAP 6",
+            "0>1 RC_SEND_ONLY_WITH_INVALIDATE 7",
+            // Each ACK is sent as its request arrives; the link keeps them in order.
+            "1>0 RC_ACKNOWLEDGE 0 ACK",
+            "1>0 RC_ACKNOWLEDGE 1 ACK",
+            "1>0 RC_ACKNOWLEDGE 2 ACK",
+            "1>0 RC_ACKNOWLEDGE 3 ACK",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 4 ACK",
+            "1>0 RC_ATOMIC_ACKNOWLEDGE 5 ACK",
+            "1>0 RC_ATOMIC_ACKNOWLEDGE 6 ACK",
+            "1>0 RC_ACKNOWLEDGE 7 ACK",
+        ]
+    );
+    use WcOpcode as O;
+    use WcStatus::Success as S;
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, S, O::Send, 0),
+            (2, S, O::Send, 0),
+            (3, S, O::RdmaWrite, 0),
+            (4, S, O::RdmaWrite, 0),
+            (5, S, O::RdmaRead, 8),
+            (6, S, O::FetchAdd, 8),
+            (7, S, O::CompSwap, 8),
+            (8, S, O::Send, 0),
+        ]
+    );
+    assert_eq!(
+        p.wcs(1),
+        [
+            (100, S, O::Recv, 4),
+            (101, S, O::Recv, 4),
+            (102, S, O::RecvRdmaWithImm, 8),
+            (103, S, O::Recv, 4),
+        ]
+    );
+    assert_eq!(p.bytes(1, win, 16), vec![0x11; 16]);
+    assert_eq!(p.bytes(0, res, 8), 15u64.to_ne_bytes(), "CAS saw 5 + 10");
+    assert_eq!(
+        p.bytes(0, res + 8, 8),
+        5u64.to_ne_bytes(),
+        "FETCH_ADD saw 5"
+    );
+    assert_eq!(p.bytes(1, ctr, 8), 77u64.to_ne_bytes());
+    // The invalidated key no longer works: a WRITE to it fails.
+    assert!(p.sim.hosts[1].engine.dereg_mr(victim).is_ok());
+}
+
+/// A WRITE that the responder refuses with NAK remote access error: the requester's WR fails
+/// with REM_ACCESS_ERR, and both QPs end in error.
+fn remote_access_refused(rkey_of: impl Fn(u32) -> u32, access: Access, offset: u64) {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 16, 1, RW);
+    let (dst, rkey) = p.buf(1, 16, 0, access);
+    let remote = Remote {
+        addr: dst + offset,
+        rkey: rkey_of(rkey),
+    };
+    p.send(1, SendOp::Write(remote), sge(src, 16, lkey));
+    p.send(2, SendOp::Send, sge(src, 16, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_WRITE_ONLY 0",
+            "0>1 RC_SEND_ONLY 1",
+            "1>0 RC_ACKNOWLEDGE 0 NAK2",
+        ]
+    );
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::RemAccessErr, WcOpcode::RdmaWrite, 0),
+            (2, WcStatus::WrFlushErr, WcOpcode::Send, 0),
+        ]
+    );
+    assert_eq!(p.bytes(1, dst, 16), vec![0; 16]);
+    assert_eq!(p.counters(0).req_remote_access_errors, 1);
+    assert_eq!(p.counters(1).resp_remote_access_errors, 1);
+    assert_eq!(p.sim.hosts[0].engine.qp_state(p.qp[0]), Some(QpState::Err));
+    assert_eq!(p.sim.hosts[1].engine.qp_state(p.qp[1]), Some(QpState::Err));
+}
+
+#[test]
+fn rkey_violation() {
+    remote_access_refused(|k| k ^ 0x80, RW, 0);
+}
+
+#[test]
+fn access_flag_violation() {
+    remote_access_refused(|k| k, Access::LOCAL_WRITE.with(Access::REMOTE_READ), 0);
+}
+
+#[test]
+fn out_of_bounds_access() {
+    remote_access_refused(|k| k, RW, 1);
+}
+
+#[test]
+fn psn_sequence_error_recovered_by_retry() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 3000, 0x77, RW);
+    let (dst, rkey) = p.buf(1, 3000, 0, RW);
+    p.recv(7, sge(dst, 3000, rkey));
+    p.lose(0, |s| s.opcode == Opcode::RcSendMiddle);
+    p.send(1, SendOp::Send, sge(src, 3000, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_SEND_FIRST 0",
+            "0>1 RC_SEND_MIDDLE 1 [Dropped]",
+            "0>1 RC_SEND_LAST 2",
+            "1>0 RC_ACKNOWLEDGE 1 NAK0",
+            "0>1 RC_SEND_MIDDLE 1",
+            "0>1 RC_SEND_LAST 2",
+            "1>0 RC_ACKNOWLEDGE 2 ACK",
+        ]
+    );
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::Send, 0)]);
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 3000)]);
+    assert_eq!(p.bytes(1, dst, 3000), vec![0x77; 3000]);
+    let (c0, c1) = (p.counters(0), p.counters(1));
+    assert_eq!((c1.out_of_sequence, c0.packet_seq_err), (1, 1));
+    assert_eq!(c0.retransmitted_pkts, 2);
+}
+
+#[test]
+fn local_ack_timeout_within_the_retry_limit() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 8, 3, RW);
+    let (dst, rkey) = p.buf(1, 8, 0, RW);
+    p.lose(0, |s| s.opcode == Opcode::RcAcknowledge);
+    p.send(
+        1,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+    );
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_WRITE_ONLY 0",
+            "1>0 RC_ACKNOWLEDGE 0 ACK [Dropped]",
+            "0>1 RC_RDMA_WRITE_ONLY 0",
+            // The responder has seen PSN 0: a duplicate, re-ACKed without writing again.
+            "1>0 RC_ACKNOWLEDGE 0 ACK",
+        ]
+    );
+    // The resend left 1.05 ms (4.096 µs × 2^8) after the first.
+    let t = &p.sim.trace;
+    assert!(t[2].at - t[0].at >= 4096 << 8);
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaWrite, 0)]);
+    assert_eq!(p.counters(0).local_ack_timeout_err, 1);
+    assert_eq!(p.counters(1).duplicate_request, 1);
+}
+
+#[test]
+fn local_ack_timeout_beyond_the_retry_limit() {
+    let settings = Settings {
+        retry_cnt: 2,
+        ..Settings::default()
+    };
+    let mut p = Pair::new(QpType::Rc, settings);
+    let (src, lkey) = p.buf(0, 8, 3, RW);
+    let (dst, rkey) = p.buf(1, 8, 0, RW);
+    p.sim.partition = Some((0, u64::MAX));
+    p.send(
+        1,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+    );
+    p.send(2, SendOp::Send, sge(src, 8, lkey));
+    p.run();
+    // The first try and two retries, each of both WRs (go-back-N).
+    let want: Vec<_> = (0..3)
+        .flat_map(|_| {
+            [
+                "0>1 RC_RDMA_WRITE_ONLY 0 [Dropped]",
+                "0>1 RC_SEND_ONLY 1 [Dropped]",
+            ]
+        })
+        .collect();
+    assert_eq!(p.lines(), want);
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::RetryExcErr, WcOpcode::RdmaWrite, 0),
+            (2, WcStatus::WrFlushErr, WcOpcode::Send, 0),
+        ]
+    );
+    let c = p.counters(0);
+    assert_eq!((c.local_ack_timeout_err, c.retry_exceeded_err), (3, 1));
+}
+
+#[test]
+fn rnr_nak_within_the_retry_limit() {
+    let settings = Settings {
+        rnr_retry: 3,
+        ..Settings::default()
+    };
+    let mut p = Pair::new(QpType::Rc, settings);
+    let (src, lkey) = p.buf(0, 8, 9, RW);
+    let (dst, rkey) = p.buf(1, 8, 0, RW);
+    p.send(1, SendOp::Send, sge(src, 8, lkey));
+    // Run until the first RNR NAK has arrived, then post the receive.
+    p.sim
+        .run_until(1000, |s| {
+            s.hosts[0].engine.counters().rnr_nak_retry_err == 1
+        })
+        .unwrap();
+    p.recv(7, sge(dst, 8, rkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_SEND_ONLY 0",
+            "1>0 RC_ACKNOWLEDGE 0 RNR",
+            "0>1 RC_SEND_ONLY 0",
+            "1>0 RC_ACKNOWLEDGE 0 ACK",
+        ]
+    );
+    // The resend waited min_rnr_timer (code 1: 10 µs).
+    let t = &p.sim.trace;
+    assert!(t[2].at - t[1].at >= 10_000);
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::Send, 0)]);
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 8)]);
+    assert_eq!(p.counters(1).rnr_nak_sent, 1);
+}
+
+#[test]
+fn rnr_nak_beyond_the_retry_limit() {
+    let settings = Settings {
+        rnr_retry: 2,
+        ..Settings::default()
+    };
+    let mut p = Pair::new(QpType::Rc, settings);
+    let (src, lkey) = p.buf(0, 8, 9, RW);
+    p.send(1, SendOp::Send, sge(src, 8, lkey));
+    p.run();
+    let want: Vec<_> = (0..3)
+        .flat_map(|_| ["0>1 RC_SEND_ONLY 0", "1>0 RC_ACKNOWLEDGE 0 RNR"])
+        .collect();
+    assert_eq!(p.lines(), want);
+    assert_eq!(p.wcs(0), [(1, WcStatus::RnrRetryExcErr, WcOpcode::Send, 0)]);
+    let c = p.counters(0);
+    assert_eq!((c.rnr_nak_retry_err, c.rnr_retry_exceeded_err), (3, 1));
+    // The responder is fine: RNR is not an error there.
+    assert_eq!(p.sim.hosts[1].engine.qp_state(p.qp[1]), Some(QpState::Rts));
+}
+
+#[test]
+fn implied_nak_on_a_lost_read_response() {
+    let mut p = Pair::rc();
+    let (dst, lkey) = p.buf(0, 8, 0, RW);
+    let (src, rkey) = p.buf(1, 8, 0x42, RW);
+    let (rbuf, rbuf_key) = p.buf(1, 8, 0, RW);
+    p.recv(7, sge(rbuf, 8, rbuf_key));
+    p.lose(0, |s| s.opcode == Opcode::RcReadResponseOnly);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 8, lkey),
+    );
+    p.send(2, SendOp::Send, sge(dst, 0, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_READ_REQUEST 0",
+            "0>1 RC_SEND_ONLY 1",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 0 ACK [Dropped]",
+            // The ACK of PSN 1 says the READ's response was lost: resend from the READ.
+            "1>0 RC_ACKNOWLEDGE 1 ACK",
+            "0>1 RC_RDMA_READ_REQUEST 0",
+            "0>1 RC_SEND_ONLY 1",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 0 ACK",
+            "1>0 RC_ACKNOWLEDGE 1 ACK",
+        ]
+    );
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaRead, 8),
+            (2, WcStatus::Success, WcOpcode::Send, 0),
+        ]
+    );
+    assert_eq!(p.bytes(0, dst, 8), vec![0x42; 8]);
+    assert_eq!(p.counters(0).implied_nak_seq_err, 1);
+    assert_eq!(p.counters(1).duplicate_request, 2);
+    // The SEND was not delivered twice.
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 0)]);
+}
+
+#[test]
+fn ghost_ack_is_ignored() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 8, 1, RW);
+    let (dst, rkey) = p.buf(1, 8, 0, RW);
+    p.send(
+        1,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+    );
+    // An ACK for PSN 5, which was never sent, arrives before the real one.
+    let ext = ExtRepr {
+        aeth: Some(AethRepr {
+            syndrome: Syndrome::Ack(CreditCount::INVALID),
+            msn: 9,
+        }),
+        ..ExtRepr::default()
+    };
+    let ghost = p
+        .sim
+        .frame(1, 0, bth(Opcode::RcAcknowledge, p.qp[0], 5), ext, &[]);
+    p.sim.inject(0, ghost);
+    p.run();
+    assert_eq!(
+        p.lines(),
+        ["0>1 RC_RDMA_WRITE_ONLY 0", "1>0 RC_ACKNOWLEDGE 0 ACK"]
+    );
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaWrite, 0)]);
+    assert_eq!(p.counters(0).duplicate_response, 1);
+}
+
+#[test]
+fn duplicate_read_resumes_at_the_right_offset() {
+    let mut p = Pair::rc();
+    let (dst, lkey) = p.buf(0, 3000, 0, RW);
+    let (src, rkey) = p.buf(1, 3000, 0, RW);
+    let pattern: Vec<u8> = (0..3000).map(|i| (i % 251) as u8).collect();
+    p.sim.hosts[1]
+        .engine
+        .memory_mut()
+        .slice_mut(src, 3000)
+        .unwrap()
+        .copy_from_slice(&pattern);
+    p.lose(0, |s| s.opcode == Opcode::RcReadResponseLast);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 3000, lkey),
+    );
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_READ_REQUEST 0",
+            "1>0 RC_RDMA_READ_RESPONSE_FIRST 0 ACK",
+            "1>0 RC_RDMA_READ_RESPONSE_MIDDLE 1",
+            "1>0 RC_RDMA_READ_RESPONSE_LAST 2 ACK [Dropped]",
+            // After the timeout, only the missing last 952 bytes are asked for, at PSN 2.
+            "0>1 RC_RDMA_READ_REQUEST 2",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 2 ACK",
+        ]
+    );
+    assert_eq!(p.sim.trace[5].len, 3000 - 2048);
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaRead, 3000)]);
+    assert_eq!(p.bytes(0, dst, 3000), pattern);
+    assert_eq!(p.counters(1).duplicate_request, 1);
+}
+
+#[test]
+fn duplicate_atomic_is_not_executed_twice() {
+    let mut p = Pair::rc();
+    let (res, lkey) = p.buf(0, 8, 0, RW);
+    let (ctr, rkey) = p.buf(1, 8, 0, RW);
+    p.lose(0, |s| s.opcode == Opcode::RcAtomicAcknowledge);
+    let op = SendOp::FetchAdd {
+        remote: Remote { addr: ctr, rkey },
+        add: 3,
+    };
+    p.send(1, op, sge(res, 8, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_FETCH_ADD 0",
+            "1>0 RC_ATOMIC_ACKNOWLEDGE 0 ACK [Dropped]",
+            "0>1 RC_FETCH_ADD 0",
+            "1>0 RC_ATOMIC_ACKNOWLEDGE 0 ACK",
+        ]
+    );
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::FetchAdd, 8)]);
+    assert_eq!(p.bytes(0, res, 8), 0u64.to_ne_bytes(), "the saved original");
+    assert_eq!(p.bytes(1, ctr, 8), 3u64.to_ne_bytes(), "added once");
+    assert_eq!(p.counters(1).duplicate_request, 1);
+}
+
+#[test]
+fn unexpected_opcode_is_an_invalid_request() {
+    let mut p = Pair::rc();
+    // A SEND_MIDDLE with no SEND_FIRST before it, at the expected PSN.
+    let frame = p.sim.frame(
+        0,
+        1,
+        bth(Opcode::RcSendMiddle, p.qp[1], 0),
+        ExtRepr::default(),
+        &[0; 1024],
+    );
+    p.sim.inject(1, frame);
+    p.run();
+    assert_eq!(p.lines(), ["1>0 RC_ACKNOWLEDGE 0 NAK1"]);
+    assert_eq!(p.counters(1).resp_invalid_request, 1);
+    assert_eq!(p.sim.hosts[1].engine.qp_state(p.qp[1]), Some(QpState::Err));
+}
+
+#[test]
+fn remote_operational_error() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 8, 1, RW);
+    // The receive buffer's region lacks local write: the responder cannot place the data.
+    let (dst, rkey) = p.buf(1, 8, 0, Access::REMOTE_READ);
+    p.recv(7, sge(dst, 8, rkey));
+    p.send(1, SendOp::Send, sge(src, 8, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        ["0>1 RC_SEND_ONLY 0", "1>0 RC_ACKNOWLEDGE 0 NAK3"]
+    );
+    assert_eq!(p.wcs(0), [(1, WcStatus::RemOpErr, WcOpcode::Send, 0)]);
+    assert_eq!(p.wcs(1), [(7, WcStatus::LocProtErr, WcOpcode::Recv, 0)]);
+    assert_eq!(p.counters(0).req_remote_operational_errors, 1);
+}
+
+#[test]
+fn flush_on_error_completes_everything_in_order() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 8, 1, RW);
+    // Nothing can reach the responder, so the WRs stay outstanding.
+    p.sim.partition = Some((0, u64::MAX));
+    for i in 0..3 {
+        p.send(i, SendOp::Send, sge(src, 8, lkey));
+    }
+    let (rbuf, rkey) = p.buf(0, 8, 0, RW);
+    p.sim.hosts[0]
+        .engine
+        .post_recv(
+            p.qp[0],
+            RecvWr {
+                wr_id: 9,
+                sgl: sge(rbuf, 8, rkey),
+            },
+        )
+        .unwrap();
+    p.sim.run_until(10, |s| s.trace.len() == 3).unwrap();
+    let to_err = softrnic_emu_core::QpAttr {
+        qp_state: QpState::Err,
+        ..Default::default()
+    };
+    p.sim.hosts[0]
+        .engine
+        .modify_qp(p.qp[0], &to_err, softrnic_emu_core::AttrMask::STATE)
+        .unwrap();
+    assert_eq!(
+        p.wcs(0),
+        [
+            (0, WcStatus::WrFlushErr, WcOpcode::Send, 0),
+            (1, WcStatus::WrFlushErr, WcOpcode::Send, 0),
+            (2, WcStatus::WrFlushErr, WcOpcode::Send, 0),
+            (9, WcStatus::WrFlushErr, WcOpcode::Recv, 0),
+        ]
+    );
+    // Posting in the error state completes at once, flushed.
+    p.send(3, SendOp::Send, sge(src, 8, lkey));
+    assert_eq!(p.wcs(0), [(3, WcStatus::WrFlushErr, WcOpcode::Send, 0)]);
+    p.run();
+    assert_eq!(p.sim.trace.len(), 3, "nothing sent after the flush");
+}
