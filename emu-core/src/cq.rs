@@ -173,23 +173,9 @@ impl Cq {
         };
     }
 
-    /// Completions waiting.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether none are waiting.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    /// The capacity.
-    pub fn capacity(&self) -> usize {
-        self.capacity
-    }
-
     /// Whether the CQ overflowed (it then accepts no more completions).
-    pub fn overflowed(&self) -> bool {
+    #[cfg(test)]
+    fn overflowed(&self) -> bool {
         self.overflowed
     }
 

@@ -397,11 +397,6 @@ impl KeyTable {
     pub fn len(&self) -> usize {
         self.entries.iter().flatten().count()
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 fn in_range(e: &Entry, addr: u64, len: u64) -> bool {

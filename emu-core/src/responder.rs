@@ -355,7 +355,7 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
                 return Err(INVALID);
             };
             let fits = if ends { n == left } else { n < left };
-            if !length_ok(pos, n, mtu) && !(pos == Position::Only && n == 0) || !fits {
+            if !length_ok(pos, n, mtu) || !fits {
                 return Err(INVALID);
             }
             if n > 0 {

@@ -60,11 +60,6 @@ impl<T> Slab<T> {
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()
     }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

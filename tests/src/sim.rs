@@ -117,6 +117,9 @@ pub struct Host {
     pub gid: Gid,
 }
 
+/// A frame on the wire: (arrival time, sequence number for ties, receiving host, bytes).
+type InFlight = (u64, u64, usize, Vec<u8>);
+
 /// A scenario hook: decides the fate of a frame instead of the random faults.
 pub type Hook = Box<dyn FnMut(&Sent) -> Option<Fate>>;
 
@@ -137,7 +140,7 @@ pub struct Sim {
     /// Overrides the random faults, for scenarios that lose one particular frame.
     pub hook: Option<Hook>,
     rng: Rng,
-    in_flight: BinaryHeap<Reverse<(u64, u64, usize, Vec<u8>)>>,
+    in_flight: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
     port_free_at: Vec<u64>,
     buf: Vec<u8>,
