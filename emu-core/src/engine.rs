@@ -152,6 +152,28 @@ impl<M: Memory> Engine<M> {
         &self.sh.counters
     }
 
+    /// Work held inside the engine over every QP: send and receive WQEs, queued responses and
+    /// saved READ/atomic results. Each part is bounded by the QP's limits; tests check that.
+    pub fn backlog(&self) -> usize {
+        self.qps
+            .values()
+            .map(|q| q.sq.len() + q.rq.len() + q.resp.backlog())
+            .sum()
+    }
+
+    /// The most [`backlog`](Self::backlog) the QPs' limits allow.
+    pub fn backlog_limit(&self) -> usize {
+        self.qps
+            .values()
+            .map(|q| {
+                (q.cap.max_send_wr + q.cap.max_recv_wr) as usize
+                    + responder::MAX_QUEUED_EXTRA
+                    + 3 * q.attr.max_dest_rd_atomic.max(1) as usize
+                    + 1
+            })
+            .sum()
+    }
+
     /// The next asynchronous event or completion notification.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.sh.events.pop_front()

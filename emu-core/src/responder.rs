@@ -25,7 +25,7 @@ use crate::wr::RecvWr;
 
 /// Responses a responder queues beyond its READ/atomic resources before it drops duplicate
 /// requests, which bounds its memory against a peer that floods them.
-const MAX_QUEUED_EXTRA: usize = 16;
+pub const MAX_QUEUED_EXTRA: usize = 16;
 
 /// The message being received.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,6 +156,11 @@ impl Responder {
             self.resources.pop_front();
         }
         self.resources.push_back(res);
+    }
+
+    /// Responses and saved results held.
+    pub fn backlog(&self) -> usize {
+        self.out.len() + self.resources.len()
     }
 
     fn pending_rd_atomic(&self) -> usize {

@@ -9,6 +9,7 @@ use softrnic_wire::{
 use std::path::{Path, PathBuf};
 
 pub mod sim;
+pub mod workload;
 
 /// The repository's root.
 pub fn root() -> PathBuf {

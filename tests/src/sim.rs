@@ -146,6 +146,8 @@ pub struct Sim {
     buf: Vec<u8>,
     /// The most frames ever in flight at once.
     pub max_in_flight: usize,
+    /// A time the caller wants to act at: [`step`](Self::step) stops there.
+    pub alarm: Option<u64>,
 }
 
 impl Sim {
@@ -184,6 +186,7 @@ impl Sim {
             port_free_at: vec![0; n],
             buf: vec![0; MAX_FRAME],
             max_in_flight: 0,
+            alarm: None,
         }
     }
 
@@ -331,7 +334,8 @@ impl Sim {
             .filter_map(|h| h.engine.poll_timeout())
             .map(Instant::as_nanos)
             .min();
-        let Some(t) = [next_frame, next_timer].into_iter().flatten().min() else {
+        let alarm = self.alarm.filter(|&t| t > self.now);
+        let Some(t) = [next_frame, next_timer, alarm].into_iter().flatten().min() else {
             return false;
         };
         self.now = self.now.max(t);
