@@ -418,6 +418,7 @@ impl<M: Memory> Engine<M> {
             udp_src_port,
             queued: false,
             established: false,
+            drained: false,
         };
         self.qps.insert(qpn, qp);
         Ok(qpn)
@@ -538,6 +539,13 @@ impl<M: Memory> Engine<M> {
                 qp.comp = Completer::default();
                 qp.established = false;
                 qp.state = QpState::Reset;
+            }
+            QpState::Sqd => {
+                if qp.state != QpState::Sqd {
+                    qp.drained = false;
+                }
+                qp.state = QpState::Sqd;
+                qp.check_drained(&mut self.sh);
             }
             s => qp.state = s,
         }

@@ -203,6 +203,8 @@ pub(crate) struct Qp {
     pub queued: bool,
     /// Whether COMM_EST was reported.
     pub established: bool,
+    /// Whether SQ_DRAINED was reported since the QP entered SQD.
+    pub drained: bool,
 }
 
 impl Qp {
@@ -233,6 +235,18 @@ impl Qp {
             }
             if status != WcStatus::Success && status != WcStatus::WrFlushErr {
                 self.enter_error(sh);
+            }
+        }
+        self.check_drained(sh);
+    }
+
+    /// In SQD, reports SQ_DRAINED once nothing sent is outstanding (IBA 10.3.1.3), if the
+    /// transition to SQD asked for it.
+    pub fn check_drained<M>(&mut self, sh: &mut Shared<M>) {
+        if self.state == QpState::Sqd && !self.drained && !self.req.started(0) {
+            self.drained = true;
+            if self.attr.en_sqd_async_notify {
+                sh.events.push_back(Event::SqDrained { qpn: self.qpn });
             }
         }
     }
@@ -297,8 +311,15 @@ impl Qp {
         )
     }
 
-    /// Whether the requester may start new work (RTS; SQD finishes what it started).
+    /// Whether the requester may send: in RTS; in SQD only to finish a message it started or
+    /// to resend what was lost (IBA 10.3.1.3: SQD completes the WQEs in progress).
     pub fn sends(&self) -> bool {
-        self.state == QpState::Rts
+        match self.state {
+            QpState::Rts => true,
+            QpState::Sqd => {
+                self.req.offset > 0 || crate::psn::diff(self.req.psn, self.req.max_sent) < 0
+            }
+            _ => false,
+        }
     }
 }

@@ -733,3 +733,152 @@ fn flush_on_error_completes_everything_in_order() {
     p.run();
     assert_eq!(p.sim.trace.len(), 3, "nothing sent after the flush");
 }
+
+#[test]
+fn a_fenced_request_waits_for_the_read_before_it() {
+    let mut p = Pair::rc();
+    let (dst, lkey) = p.buf(0, 8, 0, RW);
+    let (src, rkey) = p.buf(1, 8, 5, RW);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 8, lkey),
+    );
+    let wr = SendWr {
+        wr_id: 2,
+        op: SendOp::Write(Remote { addr: src, rkey }),
+        sgl: sge(dst, 8, lkey),
+        flags: SEND_SIGNALED | softrnic_emu_core::SEND_FENCE,
+        ud: None,
+    };
+    p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_READ_REQUEST 0",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 0 ACK",
+            "0>1 RC_RDMA_WRITE_ONLY 1",
+            "1>0 RC_ACKNOWLEDGE 1 ACK",
+        ]
+    );
+    assert_eq!(p.bytes(1, src, 8), vec![5; 8]);
+}
+
+#[test]
+fn max_rd_atomic_limits_outstanding_reads() {
+    let settings = Settings {
+        max_rd_atomic: 1,
+        ..Settings::default()
+    };
+    let mut p = Pair::new(QpType::Rc, settings);
+    let (dst, lkey) = p.buf(0, 16, 0, RW);
+    let (src, rkey) = p.buf(1, 16, 5, RW);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 8, lkey),
+    );
+    p.send(
+        2,
+        SendOp::Read(Remote {
+            addr: src + 8,
+            rkey,
+        }),
+        sge(dst + 8, 8, lkey),
+    );
+    p.send(
+        3,
+        SendOp::Write(Remote { addr: src, rkey }),
+        sge(dst, 8, lkey),
+    );
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_READ_REQUEST 0",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 0 ACK",
+            // The second READ waited for the first one's response; the WRITE did not wait.
+            "0>1 RC_RDMA_READ_REQUEST 1",
+            "0>1 RC_RDMA_WRITE_ONLY 2",
+            "1>0 RC_RDMA_READ_RESPONSE_ONLY 1 ACK",
+            "1>0 RC_ACKNOWLEDGE 2 ACK",
+        ]
+    );
+}
+
+#[test]
+fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
+    let mut p = Pair::new(QpType::Ud, Settings::default());
+    let (src, lkey) = p.buf(0, 16, 4, RW);
+    let (dst, rkey) = p.buf(1, 64, 0, RW);
+    p.recv(7, sge(dst, 64, rkey));
+    let h1 = &p.sim.hosts[1];
+    let dest = |qkey| softrnic_emu_core::UdDest {
+        ah: softrnic_emu_core::AddressHandle {
+            dgid: h1.gid,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: h1.mac,
+        },
+        remote_qpn: p.qp[1],
+        remote_qkey: qkey,
+    };
+    let (bad, good) = (dest(0x2222), dest(0x1111_1111));
+    for (id, d) in [(1, bad), (2, good)] {
+        let wr = SendWr {
+            wr_id: id,
+            op: SendOp::Send,
+            sgl: sge(src, 16, lkey),
+            flags: SEND_SIGNALED,
+            ud: Some(d),
+        };
+        p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
+    }
+    p.run();
+    assert_eq!(p.lines(), ["0>1 UD_SEND_ONLY 0", "0>1 UD_SEND_ONLY 1"]);
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::Success, WcOpcode::Send, 0),
+            (2, WcStatus::Success, WcOpcode::Send, 0)
+        ]
+    );
+    // One datagram landed, behind its 40-byte GRH.
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 56)]);
+    assert_eq!(p.bytes(1, dst + 40, 16), vec![4; 16]);
+    assert_eq!(p.counters(1).qkey_violation, 1);
+}
+
+#[test]
+fn uc_drops_a_message_with_a_gap_and_takes_the_next() {
+    let mut p = Pair::new(QpType::Uc, Settings::default());
+    let (src, lkey) = p.buf(0, 2048, 6, RW);
+    let (dst, rkey) = p.buf(1, 4096, 0, RW);
+    p.recv(7, sge(dst, 2048, rkey));
+    p.recv(8, sge(dst + 2048, 2048, rkey));
+    p.lose(0, |s| s.opcode == Opcode::UcSendFirst);
+    p.send(1, SendOp::Send, sge(src, 2048, lkey));
+    p.send(2, SendOp::Send, sge(src, 100, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 UC_SEND_FIRST 0 [Dropped]",
+            "0>1 UC_SEND_LAST 1",
+            "0>1 UC_SEND_ONLY 2",
+        ]
+    );
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::Success, WcOpcode::Send, 0),
+            (2, WcStatus::Success, WcOpcode::Send, 0)
+        ]
+    );
+    // The first receive buffer took the second message; nothing else arrived.
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 100)]);
+    assert_eq!(p.counters(1).uc_seq_drop, 1);
+}

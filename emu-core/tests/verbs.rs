@@ -1,0 +1,670 @@
+//! Verbs semantics over the in-process loopback: the errno of each refused call, local errors
+//! as completions, memory windows, SRQs, CQ events and QP state events.
+
+use std::time::Duration;
+
+use softrnic_emu_core::native::{Device, Loopback};
+use softrnic_emu_core::{
+    Access, AttrMask, Event, MwBind, MwType, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr,
+    Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, SendOp, SendWr, Sge, Wc,
+    WcOpcode, WcStatus,
+};
+
+const ALL: Access = Access(1 | 2 | 4 | 8);
+const WAIT: Duration = Duration::from_secs(5);
+
+struct Fixture {
+    dev: Device<Loopback>,
+    pd: u32,
+    cq: u32,
+    a: u32,
+    b: u32,
+}
+
+fn fixture(qp_type: QpType) -> Fixture {
+    let mut dev = Device::new(
+        Loopback::default(),
+        Device::<Loopback>::config(1, [198, 18, 0, 1]),
+    );
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(64).unwrap();
+    let a = dev.create_qp(pd, qp_type, cq).unwrap();
+    let b = dev.create_qp(pd, qp_type, cq).unwrap();
+    let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
+    dev.connect(a, &eb).unwrap();
+    dev.connect(b, &ea).unwrap();
+    Fixture { dev, pd, cq, a, b }
+}
+
+impl Fixture {
+    fn buf(&mut self, len: usize, fill: u8, access: Access) -> (u64, u32) {
+        let addr = self.dev.alloc(len);
+        self.dev.write(addr, &vec![fill; len]);
+        let key = self
+            .dev
+            .engine()
+            .reg_mr(self.pd, addr, len as u64, access)
+            .unwrap();
+        (addr, key)
+    }
+
+    fn post(&mut self, qpn: u32, wr_id: u64, op: SendOp, sgl: Vec<Sge>, flags: u32) {
+        let wr = SendWr {
+            wr_id,
+            op,
+            sgl,
+            flags: flags | SEND_SIGNALED,
+            ud: None,
+        };
+        self.dev.engine().post_send(qpn, wr).unwrap();
+    }
+
+    fn recv(&mut self, qpn: u32, wr_id: u64, sgl: Vec<Sge>) {
+        self.dev
+            .engine()
+            .post_recv(qpn, RecvWr { wr_id, sgl })
+            .unwrap();
+    }
+
+    fn wait(&mut self, n: usize) -> Vec<(u64, WcStatus, WcOpcode)> {
+        let cq = self.cq;
+        let wcs = self.dev.wait(cq, n, WAIT);
+        assert_eq!(wcs.len(), n, "completions: {wcs:?}");
+        wcs.iter().map(|w| (w.wr_id, w.status, w.opcode)).collect()
+    }
+
+    fn events(&mut self) -> Vec<Event> {
+        std::iter::from_fn(|| self.dev.engine().poll_event()).collect()
+    }
+}
+
+fn sge(addr: u64, len: usize, lkey: u32) -> Vec<Sge> {
+    vec![Sge {
+        addr,
+        length: len as u32,
+        lkey,
+    }]
+}
+
+fn errno<T: std::fmt::Debug>(r: softrnic_emu_core::Result<T>) -> i32 {
+    r.unwrap_err().errno()
+}
+
+#[test]
+fn device_and_port_attributes() {
+    let mut f = fixture(QpType::Rc);
+    let d = f.dev.engine().query_device().clone();
+    assert_eq!((d.max_sge, d.max_qp_rd_atom, d.atomic_cap), (32, 128, 1));
+    let p = f.dev.engine().query_port().clone();
+    assert_eq!(p.active_mtu, softrnic_emu_core::Mtu::M4096);
+    assert_eq!(f.dev.engine().gids()[0].to_string(), "::ffff:198.18.0.1");
+}
+
+#[test]
+fn objects_in_use_cannot_be_destroyed() {
+    let mut f = fixture(QpType::Rc);
+    let (_, key) = f.buf(8, 0, ALL);
+    let e = f.dev.engine();
+    assert_eq!(errno(e.dealloc_pd(f.pd)), 16);
+    assert_eq!(errno(e.destroy_cq(f.cq)), 16);
+    assert_eq!(errno(e.dealloc_pd(99)), 22);
+    e.dereg_mr(key).unwrap();
+    assert_eq!(errno(e.dereg_mr(key)), 22);
+    e.destroy_qp(f.a).unwrap();
+    e.destroy_qp(f.b).unwrap();
+    e.destroy_cq(f.cq).unwrap();
+    e.dealloc_pd(f.pd).unwrap();
+}
+
+#[test]
+fn bad_work_requests_are_refused_with_rxe_errnos() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(512, 1, ALL);
+    let wr = |op, sgl: Vec<Sge>, flags| SendWr {
+        wr_id: 1,
+        op,
+        sgl,
+        flags,
+        ud: None,
+    };
+    let e = f.dev.engine();
+    // Too many SGEs (the fixture's QPs have 4).
+    let five = vec![
+        Sge {
+            addr: src,
+            length: 1,
+            lkey
+        };
+        5
+    ];
+    assert_eq!(errno(e.post_send(f.a, wr(SendOp::Send, five, 0))), 22);
+    // Atomics need exactly 8 bytes and an aligned address.
+    let remote = Remote { addr: 8, rkey: 1 };
+    let add = SendOp::FetchAdd { remote, add: 1 };
+    assert_eq!(errno(e.post_send(f.a, wr(add, sge(src, 4, lkey), 0))), 22);
+    let odd = SendOp::FetchAdd {
+        remote: Remote { addr: 12, rkey: 1 },
+        add: 1,
+    };
+    assert_eq!(errno(e.post_send(f.a, wr(odd, sge(src, 8, lkey), 0))), 22);
+    // Inline data above max_inline_data (64).
+    let big = wr(SendOp::Send, sge(src, 65, lkey), SEND_INLINE);
+    assert_eq!(errno(e.post_send(f.a, big)), 22);
+    // A full send queue is ENOMEM.
+    for _ in 0..256 {
+        e.post_send(f.a, wr(SendOp::Send, vec![], 0)).unwrap();
+    }
+    assert_eq!(errno(e.post_send(f.a, wr(SendOp::Send, vec![], 0))), 12);
+    // UD QPs carry only SENDs, and need a destination.
+    let mut u = fixture(QpType::Ud);
+    let w = wr(SendOp::Write(Remote { addr: 0, rkey: 0 }), vec![], 0);
+    assert_eq!(errno(u.dev.engine().post_send(u.a, w)), 22);
+    assert_eq!(
+        errno(u.dev.engine().post_send(u.a, wr(SendOp::Send, vec![], 0))),
+        22
+    );
+}
+
+#[test]
+fn posting_before_rts_is_einval() {
+    let mut dev = Device::new(
+        Loopback::default(),
+        Device::<Loopback>::config(1, [198, 18, 0, 1]),
+    );
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(8).unwrap();
+    let qp = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Send,
+        sgl: vec![],
+        flags: 0,
+        ud: None,
+    };
+    assert_eq!(errno(dev.engine().post_send(qp, wr)), 22);
+    // Receives may not be posted in RESET either.
+    assert_eq!(
+        errno(dev.engine().post_recv(
+            qp,
+            RecvWr {
+                wr_id: 1,
+                sgl: vec![]
+            }
+        )),
+        22
+    );
+    // A QP asking for more than the device has is EINVAL.
+    let cap = QpCap {
+        max_send_wr: 1 << 20,
+        max_recv_wr: 1,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap,
+        sq_sig_all: false,
+    };
+    assert_eq!(errno(dev.engine().create_qp(pd, init)), 22);
+}
+
+#[test]
+fn a_bad_lkey_is_a_local_protection_error_and_flushes_the_rest() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(16, 1, ALL);
+    f.post(f.a, 1, SendOp::Send, sge(src, 16, lkey ^ 0x10), 0);
+    f.post(f.a, 2, SendOp::Send, sge(src, 16, lkey), 0);
+    assert_eq!(
+        f.wait(2),
+        [
+            (1, WcStatus::LocProtErr, WcOpcode::Send),
+            (2, WcStatus::WrFlushErr, WcOpcode::Send)
+        ]
+    );
+    assert_eq!(f.dev.engine().qp_state(f.a), Some(QpState::Err));
+    // The range past the region is a protection error too.
+    let mut g = fixture(QpType::Rc);
+    let (src, lkey) = g.buf(16, 1, ALL);
+    g.post(g.a, 1, SendOp::Send, sge(src + 1, 16, lkey), 0);
+    assert_eq!(g.wait(1), [(1, WcStatus::LocProtErr, WcOpcode::Send)]);
+}
+
+#[test]
+fn a_receive_too_small_is_a_local_length_error() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(100, 1, ALL);
+    let (dst, dkey) = f.buf(50, 0, ALL);
+    f.recv(f.b, 9, sge(dst, 50, dkey));
+    f.post(f.a, 1, SendOp::Send, sge(src, 100, lkey), 0);
+    let got = f.wait(2);
+    assert!(
+        got.contains(&(9, WcStatus::LocLenErr, WcOpcode::Recv)),
+        "{got:?}"
+    );
+    assert!(
+        got.contains(&(1, WcStatus::RemInvReqErr, WcOpcode::Send)),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn ud_message_longer_than_the_mtu_fails_locally() {
+    let mut f = fixture(QpType::Ud);
+    let (src, lkey) = f.buf(5000, 1, ALL);
+    let ep = f.dev.endpoint(f.b);
+    let ud = softrnic_emu_core::UdDest {
+        ah: softrnic_emu_core::AddressHandle {
+            dgid: ep.gid,
+            sgid_index: 0,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: ep.mac,
+        },
+        remote_qpn: f.b,
+        remote_qkey: 0x1111_1111,
+    };
+    let wr = SendWr {
+        wr_id: 3,
+        op: SendOp::Send,
+        sgl: sge(src, 5000, lkey),
+        flags: SEND_SIGNALED,
+        ud: Some(ud),
+    };
+    f.dev.engine().post_send(f.a, wr).unwrap();
+    assert_eq!(f.wait(1), [(3, WcStatus::LocLenErr, WcOpcode::Send)]);
+}
+
+#[test]
+fn memory_window_type2_bind_use_and_invalidate() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(64, 7, ALL);
+    let (region, rkey) = f.buf(256, 0, ALL.with(Access::MW_BIND));
+    let mw = f.dev.engine().alloc_mw(f.pd, MwType::Type2).unwrap();
+    // The window covers bytes 64..128 of the region, for remote writes; bound on QP b, which
+    // is the QP the peer's requests arrive on.
+    let bind = MwBind {
+        mw_rkey: mw,
+        new_key: 0x5c,
+        mr_lkey: rkey,
+        addr: region + 64,
+        len: 64,
+        access: Access::REMOTE_WRITE,
+    };
+    f.post(f.b, 1, SendOp::BindMw(bind), vec![], 0);
+    assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::BindMw)]);
+    let window = (mw & !0xff) | 0x5c;
+    f.post(
+        f.a,
+        2,
+        SendOp::Write(Remote {
+            addr: region + 64,
+            rkey: window,
+        }),
+        sge(src, 64, lkey),
+        0,
+    );
+    assert_eq!(f.wait(1), [(2, WcStatus::Success, WcOpcode::RdmaWrite)]);
+    assert_eq!(f.dev.read(region + 64, 64), vec![7; 64]);
+    assert_eq!(f.dev.read(region, 64), vec![0; 64]);
+    // SEND with Invalidate on the window: afterwards its key no longer works.
+    let (rbuf, rkey2) = f.buf(8, 0, ALL);
+    f.recv(f.b, 3, sge(rbuf, 8, rkey2));
+    f.post(f.a, 4, SendOp::SendWithInv(window), sge(src, 8, lkey), 0);
+    let got = f.wait(2);
+    assert!(
+        got.contains(&(3, WcStatus::Success, WcOpcode::Recv)),
+        "{got:?}"
+    );
+    f.post(
+        f.a,
+        5,
+        SendOp::Write(Remote {
+            addr: region + 64,
+            rkey: window,
+        }),
+        sge(src, 8, lkey),
+        0,
+    );
+    assert_eq!(
+        f.wait(1),
+        [(5, WcStatus::RemAccessErr, WcOpcode::RdmaWrite)]
+    );
+}
+
+#[test]
+fn memory_window_outside_its_range_is_a_remote_access_error() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(64, 7, ALL);
+    let (region, rkey) = f.buf(256, 0, ALL.with(Access::MW_BIND));
+    let mw = f.dev.engine().alloc_mw(f.pd, MwType::Type1).unwrap();
+    let bind = MwBind {
+        mw_rkey: mw,
+        new_key: 0x11,
+        mr_lkey: rkey,
+        addr: region,
+        len: 32,
+        access: Access::REMOTE_WRITE,
+    };
+    f.post(f.b, 1, SendOp::BindMw(bind), vec![], 0);
+    assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::BindMw)]);
+    let window = (mw & !0xff) | 0x11;
+    f.post(
+        f.a,
+        2,
+        SendOp::Write(Remote {
+            addr: region + 16,
+            rkey: window,
+        }),
+        sge(src, 32, lkey),
+        0,
+    );
+    assert_eq!(
+        f.wait(1),
+        [(2, WcStatus::RemAccessErr, WcOpcode::RdmaWrite)]
+    );
+    assert_eq!(f.dev.read(region, 32), vec![0; 32]);
+}
+
+#[test]
+fn local_invalidate_stops_a_region() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(8, 7, ALL);
+    let (dst, rkey) = f.buf(8, 0, ALL);
+    f.post(f.b, 1, SendOp::LocalInv(rkey), vec![], 0);
+    assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::LocalInv)]);
+    f.post(
+        f.a,
+        2,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+        0,
+    );
+    assert_eq!(
+        f.wait(1),
+        [(2, WcStatus::RemAccessErr, WcOpcode::RdmaWrite)]
+    );
+}
+
+#[test]
+fn srq_feeds_two_qps_and_fires_its_limit() {
+    let mut dev = Device::new(
+        Loopback::default(),
+        Device::<Loopback>::config(1, [198, 18, 0, 1]),
+    );
+    let e = dev.engine();
+    let pd = e.alloc_pd(0).unwrap();
+    let cq = e.create_cq(64).unwrap();
+    let srq = e.create_srq(pd, 8, 1).unwrap();
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 0,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let init = |srq| QpInit {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        srq,
+        cap,
+        sq_sig_all: true,
+    };
+    let (s1, s2) = (
+        e.create_qp(pd, init(None)).unwrap(),
+        e.create_qp(pd, init(None)).unwrap(),
+    );
+    let (r1, r2) = (
+        e.create_qp(pd, init(Some(srq))).unwrap(),
+        e.create_qp(pd, init(Some(srq))).unwrap(),
+    );
+    for (s, r) in [(s1, r1), (s2, r2)] {
+        let (es, er) = (dev.endpoint(s), dev.endpoint(r));
+        dev.connect(s, &er).unwrap();
+        dev.connect(r, &es).unwrap();
+    }
+    let buf = dev.alloc(64);
+    let key = dev.engine().reg_mr(pd, buf, 64, ALL).unwrap();
+    for i in 0..4 {
+        let wr = RecvWr {
+            wr_id: 100 + i,
+            sgl: sge(buf + 16 * i, 16, key),
+        };
+        dev.engine().post_srq_recv(srq, wr).unwrap();
+    }
+    // Posting on a QP that uses an SRQ is EINVAL.
+    assert_eq!(
+        errno(dev.engine().post_recv(
+            r1,
+            RecvWr {
+                wr_id: 0,
+                sgl: vec![]
+            }
+        )),
+        22
+    );
+    dev.engine().modify_srq_limit(srq, 3).unwrap();
+    for (i, s) in [s1, s2, s1].into_iter().enumerate() {
+        let wr = SendWr {
+            wr_id: i as u64,
+            op: SendOp::Send,
+            sgl: vec![],
+            flags: 0,
+            ud: None,
+        };
+        dev.engine().post_send(s, wr).unwrap();
+    }
+    let wcs = dev.wait(cq, 6, WAIT);
+    let recvs: Vec<(u64, u32)> = wcs
+        .iter()
+        .filter(|w| w.opcode == WcOpcode::Recv)
+        .map(|w| (w.wr_id, w.qp_num))
+        .collect();
+    assert_eq!(recvs.len(), 3);
+    assert_eq!(
+        recvs.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [100, 101, 102]
+    );
+    assert!(recvs.iter().any(|r| r.1 == r1) && recvs.iter().any(|r| r.1 == r2));
+    let events: Vec<Event> = std::iter::from_fn(|| dev.engine().poll_event()).collect();
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| matches!(e, Event::SrqLimitReached { .. }))
+            .count(),
+        1,
+        "{events:?}"
+    );
+    assert_eq!(errno(dev.engine().destroy_srq(srq)), 16);
+}
+
+#[test]
+fn cq_overflow_is_an_async_error() {
+    let mut dev = Device::new(
+        Loopback::default(),
+        Device::<Loopback>::config(1, [198, 18, 0, 1]),
+    );
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(2).unwrap();
+    let a = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let b = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
+    dev.connect(a, &eb).unwrap();
+    dev.connect(b, &ea).unwrap();
+    let addr = dev.alloc(8);
+    let rkey = dev.engine().reg_mr(pd, addr, 8, ALL).unwrap();
+    for i in 0..3 {
+        let op = SendOp::Write(Remote { addr, rkey });
+        let wr = SendWr {
+            wr_id: i,
+            op,
+            sgl: vec![],
+            flags: SEND_SIGNALED,
+            ud: None,
+        };
+        dev.engine().post_send(a, wr).unwrap();
+    }
+    while dev.progress() {}
+    let events: Vec<Event> = std::iter::from_fn(|| dev.engine().poll_event()).collect();
+    assert!(events.contains(&Event::CqError { cq }), "{events:?}");
+    let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 4];
+    assert_eq!(dev.engine().poll_cq(cq, &mut out).unwrap(), 2);
+}
+
+#[test]
+fn solicited_events_and_comm_established() {
+    let mut f = fixture(QpType::Rc);
+    f.events();
+    let (src, lkey) = f.buf(8, 1, ALL);
+    let (dst, dkey) = f.buf(16, 0, ALL);
+    f.recv(f.b, 10, sge(dst, 8, dkey));
+    f.recv(f.b, 11, sge(dst + 8, 8, dkey));
+    f.dev.engine().req_notify_cq(f.cq, true).unwrap();
+    f.post(f.a, 1, SendOp::Send, sge(src, 8, lkey), 0);
+    f.wait(2);
+    // Neither the unsolicited receive nor the send completion notified.
+    assert_eq!(f.events(), []);
+    f.post(f.a, 2, SendOp::Send, sge(src, 8, lkey), SEND_SOLICITED);
+    f.wait(2);
+    assert_eq!(f.events(), [Event::Completion { cq: f.cq }]);
+
+    // A QP left in RTR reports COMM_EST on its first packet.
+    let mut dev = Device::new(
+        Loopback::default(),
+        Device::<Loopback>::config(1, [198, 18, 0, 1]),
+    );
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(8).unwrap();
+    let a = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let b = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
+    dev.connect(a, &eb).unwrap();
+    let ah = softrnic_emu_core::AddressHandle {
+        dgid: ea.gid,
+        sgid_index: 0,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        dmac: ea.mac,
+    };
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: ALL,
+        ..QpAttr::default()
+    };
+    let m = AttrMask::STATE
+        .or(AttrMask::PKEY_INDEX)
+        .or(AttrMask::PORT)
+        .or(AttrMask::ACCESS_FLAGS);
+    dev.engine().modify_qp(b, &init, m).unwrap();
+    let rtr = QpAttr {
+        qp_state: QpState::Rtr,
+        ah: Some(ah),
+        dest_qp_num: a,
+        rq_psn: ea.psn,
+        ..QpAttr::default()
+    };
+    let m = [
+        AttrMask::AV,
+        AttrMask::PATH_MTU,
+        AttrMask::DEST_QPN,
+        AttrMask::RQ_PSN,
+        AttrMask::MAX_DEST_RD_ATOMIC,
+        AttrMask::MIN_RNR_TIMER,
+    ]
+    .into_iter()
+    .fold(AttrMask::STATE, AttrMask::or);
+    dev.engine().modify_qp(b, &rtr, m).unwrap();
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Write(Remote { addr: 0, rkey: 0 }),
+        sgl: vec![],
+        flags: SEND_SIGNALED,
+        ud: None,
+    };
+    dev.engine().post_send(a, wr).unwrap();
+    assert_eq!(dev.wait(cq, 1, WAIT)[0].status, WcStatus::Success);
+    let events: Vec<Event> = std::iter::from_fn(|| dev.engine().poll_event()).collect();
+    assert_eq!(events, [Event::CommEstablished { qpn: b }]);
+}
+
+#[test]
+fn sqd_stops_new_work_and_reports_drained() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(8, 1, ALL);
+    let (dst, rkey) = f.buf(8, 0, ALL);
+    let sqd = QpAttr {
+        qp_state: QpState::Sqd,
+        en_sqd_async_notify: true,
+        ..QpAttr::default()
+    };
+    f.dev
+        .engine()
+        .modify_qp(f.a, &sqd, AttrMask::STATE.or(AttrMask::EN_SQD_ASYNC_NOTIFY))
+        .unwrap();
+    assert_eq!(f.events(), [Event::SqDrained { qpn: f.a }]);
+    f.post(
+        f.a,
+        1,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+        0,
+    );
+    while f.dev.progress() {}
+    let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 1];
+    assert_eq!(
+        f.dev.engine().poll_cq(f.cq, &mut out).unwrap(),
+        0,
+        "nothing starts in SQD"
+    );
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        ..QpAttr::default()
+    };
+    f.dev
+        .engine()
+        .modify_qp(f.a, &rts, AttrMask::STATE)
+        .unwrap();
+    assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::RdmaWrite)]);
+    assert_eq!(f.dev.read(dst, 8), vec![1; 8]);
+}
+
+#[test]
+fn fence_and_inline() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(8, 3, ALL);
+    let (dst, rkey) = f.buf(8, 0, ALL);
+    let (rd, rdkey) = f.buf(8, 0, ALL);
+    f.post(
+        f.a,
+        1,
+        SendOp::Read(Remote { addr: dst, rkey }),
+        sge(rd, 8, rdkey),
+        0,
+    );
+    // Inline: the bytes are taken at post time, so changing the buffer after has no effect.
+    f.post(
+        f.a,
+        2,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+        SEND_INLINE | SEND_FENCE,
+    );
+    f.dev.write(src, &[9; 8]);
+    assert_eq!(
+        f.wait(2),
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaRead),
+            (2, WcStatus::Success, WcOpcode::RdmaWrite)
+        ]
+    );
+    // The fenced WRITE waited for the READ, which saw the old zeros. (Without the fence, the
+    // responder may take the READ's data after executing the WRITE: IBA 10.8.3.3.)
+    assert_eq!(f.dev.read(rd, 8), vec![0; 8]);
+    assert_eq!(f.dev.read(dst, 8), vec![3; 8]);
+}
