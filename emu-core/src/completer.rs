@@ -68,10 +68,16 @@ fn progressed<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
     qp.comp.rnr_left = qp.attr.rnr_retry;
     qp.comp.retrying_from = None;
     qp.comp.timer = None;
-    if qp.req.started(0) {
+    if qp.started(0) {
         qp.comp.arm(now, qp.attr.timeout);
     }
-    let _ = sh;
+    // A resend in progress may be overtaken by ACKs for what it was about to send again (the
+    // first transmission got through after all): skip what is acknowledged.
+    if psn::diff(qp.comp.psn, qp.req.psn) > 0 {
+        let mtu = qp.mtu(sh);
+        let front = qp.sq.front().filter(|w| w.sent);
+        qp.req.rewind(front, qp.comp.psn, mtu);
+    }
 }
 
 /// Completes the SEND/WRITE WQEs that end before `end`: a later response acknowledges them
@@ -80,7 +86,7 @@ fn progressed<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
 fn complete_before<M>(qp: &mut Qp, sh: &mut Shared<M>, end: u32) -> Result<bool, ImpliedNak> {
     let mut progress = false;
     while let Some(w) = qp.sq.front() {
-        if !qp.req.started(0) || psn::diff(w.last_psn, end) >= 0 {
+        if !qp.started(0) || psn::diff(w.last_psn, end) >= 0 {
             break;
         }
         if w.wr.op.is_read_or_atomic() {
@@ -100,7 +106,7 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p
     let p = bth.psn;
     // A response to a PSN never sent is a ghost (IBA 9.7.5.1.2); one before the oldest
     // outstanding PSN is a duplicate. Both are ignored.
-    if psn::diff(p, qp.req.max_sent) >= 0 || !qp.req.started(0) {
+    if psn::diff(p, qp.req.max_sent) >= 0 || !qp.started(0) {
         sh.counters.duplicate_response += 1;
         return;
     }
@@ -176,7 +182,7 @@ fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
         Err(ImpliedNak) => return implied_nak(qp, sh, now),
     };
     if let Some(w) = qp.sq.front()
-        && qp.req.started(0)
+        && qp.started(0)
         && psn::diff(p, w.first_psn) >= 0
     {
         if w.wr.op.is_read_or_atomic() {
@@ -195,7 +201,7 @@ fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
 fn nak_prefix<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> Result<(), ImpliedNak> {
     let mut progress = complete_before(qp, sh, p)?;
     if let Some(w) = qp.sq.front()
-        && qp.req.started(0)
+        && qp.started(0)
         && !w.wr.op.is_read_or_atomic()
         && psn::diff(p, w.first_psn) > 0
         && psn::diff(p, qp.comp.psn) > 0
@@ -241,7 +247,7 @@ fn rewind<M>(qp: &mut Qp, sh: &mut Shared<M>) {
 /// The local ACK timer fired (IBA 9.7.6.1.3).
 pub(crate) fn timeout<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
     qp.comp.timer = None;
-    if !qp.req.started(0) {
+    if !qp.started(0) {
         return;
     }
     sh.counters.local_ack_timeout_err += 1;
@@ -265,7 +271,7 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
         sh.counters.duplicate_response += 1;
         return;
     };
-    if !qp.req.started(0) || psn::diff(p, w.first_psn) < 0 || psn::diff(p, w.last_psn) > 0 {
+    if !qp.started(0) || psn::diff(p, w.first_psn) < 0 || psn::diff(p, w.last_psn) > 0 {
         sh.counters.duplicate_response += 1;
         return;
     }
@@ -313,7 +319,7 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
         Err(ImpliedNak) => return implied_nak(qp, sh, now),
     }
     let Some(w) = qp.sq.front() else { return };
-    if !qp.req.started(0) || !w.wr.op.is_atomic() || w.first_psn != p {
+    if !qp.started(0) || !w.wr.op.is_atomic() || w.first_psn != p {
         sh.counters.duplicate_response += 1;
         return;
     }

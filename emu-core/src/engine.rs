@@ -174,6 +174,56 @@ impl<M: Memory> Engine<M> {
             .sum()
     }
 
+    /// Checks what must hold between calls, whatever the inputs were: the roles' positions lie
+    /// inside their queues, PSNs are 24 bits and ordered, nothing grows past its limit, and a
+    /// QP in error holds no work. The fuzz targets and the simulation call it after every step.
+    pub fn check_invariants(&self) -> core::result::Result<(), String> {
+        use crate::psn;
+        for (qpn, q) in &self.qps {
+            let fail = |what: &str| Err(format!("QP {qpn:#x} ({:?}): {what}", q.state));
+            if q.req.next > q.sq.len() {
+                return fail("requester beyond the send queue");
+            }
+            if let Some(w) = q.sq.get(q.req.next)
+                && q.req.offset > w.len
+            {
+                return fail("requester offset beyond its message");
+            }
+            if [
+                q.req.psn,
+                q.req.max_sent,
+                q.comp.psn,
+                q.resp.epsn,
+                q.resp.msn,
+            ]
+            .iter()
+            .any(|&p| p > psn::MASK)
+            {
+                return fail("a PSN or MSN wider than 24 bits");
+            }
+            if psn::diff(q.req.max_sent, q.req.psn) < 0 {
+                return fail("next PSN beyond the highest sent");
+            }
+            if q.qp_type == QpType::Rc && psn::diff(q.req.psn, q.comp.psn) < 0 {
+                return fail("completer ahead of the requester");
+            }
+            if q.sq.len() > q.cap.max_send_wr as usize || q.rq.len() > q.cap.max_recv_wr as usize {
+                return fail("a queue beyond its capacity");
+            }
+            if q.state == QpState::Err && (!q.sq.is_empty() || !q.rq.is_empty()) {
+                return fail("work left in the error state");
+            }
+        }
+        if self.backlog() > self.backlog_limit() {
+            return Err(format!(
+                "backlog {} above its limit {}",
+                self.backlog(),
+                self.backlog_limit()
+            ));
+        }
+        Ok(())
+    }
+
     /// The next asynchronous event or completion notification.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.sh.events.pop_front()
@@ -641,6 +691,7 @@ impl<M: Memory> Engine<M> {
             last_psn: 0,
             read_done: 0,
             status: None,
+            sent: false,
         });
         if qp.state == QpState::Err {
             qp.enter_error(&mut self.sh);

@@ -19,6 +19,8 @@ mod dma;
 mod engine;
 mod error;
 mod event;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 mod gid;
 mod keys;
 mod memory;

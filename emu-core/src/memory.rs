@@ -36,14 +36,20 @@ pub trait Memory {
 
 /// Memory owned by the engine's user, in one address space: buffers placed at addresses of its
 /// choosing. Library mode and the simulation use it.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct HeapMemory {
     buffers: BTreeMap<u64, Vec<u8>>,
     next: u64,
 }
 
+impl Default for HeapMemory {
+    fn default() -> HeapMemory {
+        HeapMemory::new()
+    }
+}
+
 impl HeapMemory {
-    /// Empty memory; the first buffer is placed at 0x1000.
+    /// Empty memory; the first buffer is placed at 0x1000, so address 0 is never valid.
     pub fn new() -> HeapMemory {
         HeapMemory {
             buffers: BTreeMap::new(),

@@ -153,6 +153,8 @@ pub(crate) struct SendWqe {
     pub read_done: u32,
     /// Set when the WQE is finished; the completer retires WQEs in order.
     pub status: Option<WcStatus>,
+    /// Whether a packet of it was ever sent: its PSN range is then fixed.
+    pub sent: bool,
 }
 
 impl SendWqe {
@@ -243,7 +245,7 @@ impl Qp {
     /// In SQD, reports SQ_DRAINED once nothing sent is outstanding (IBA 10.3.1.3), if the
     /// transition to SQD asked for it.
     pub fn check_drained<M>(&mut self, sh: &mut Shared<M>) {
-        if self.state == QpState::Sqd && !self.drained && !self.req.started(0) {
+        if self.state == QpState::Sqd && !self.drained && !self.started(0) {
             self.drained = true;
             if self.attr.en_sqd_async_notify {
                 sh.events.push_back(Event::SqDrained { qpn: self.qpn });
@@ -301,6 +303,11 @@ impl Qp {
             None => !self.rq.is_empty(),
             Some(id) => sh.srqs.get(id).is_some_and(|s| !s.queue.is_empty()),
         }
+    }
+
+    /// Whether the WQE at `index` has had a packet sent, so responses may refer to it.
+    pub fn started(&self, index: usize) -> bool {
+        self.sq.get(index).is_some_and(|w| w.sent)
     }
 
     /// Whether the QP processes incoming packets (IBA 10.3.1: RTR and later, until error).

@@ -68,11 +68,6 @@ impl Requester {
         self.rnr_until = None;
     }
 
-    /// Whether the WQE at `index` has had at least one packet sent.
-    pub fn started(&self, index: usize) -> bool {
-        index < self.next || (index == self.next && self.offset > 0)
-    }
-
     /// Go-back-N: send again from `psn`, which lies in the WQE at the front (IBA 9.7.4.1.4).
     /// A partly answered READ is re-requested for the bytes still missing (9.7.4.1.5).
     pub fn rewind(&mut self, front: Option<&SendWqe>, psn: u32, mtu: u32) {
@@ -255,6 +250,7 @@ fn build<M: Memory>(
         // The first packet of this message (or a resend of it) fixes its PSN range.
         w.first_psn = psn;
         w.last_psn = psn::add(psn, w.npkts(mtu) - 1);
+        w.sent = true;
     }
     let w = &qp.sq[index];
     let remaining = w.len - offset;

@@ -61,10 +61,12 @@ pub(crate) enum Response {
         syndrome: Syndrome,
         msn: u32,
     },
-    /// READ response packets still to send.
+    /// READ response packets still to send: the key is checked again for each packet, so a
+    /// region deregistered meanwhile is never read.
     Read {
         psn: u32,
-        target: Target,
+        rkey: u32,
+        va: u64,
         left: u32,
         first: bool,
         msn: u32,
@@ -405,7 +407,7 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
             {
                 return Err(INVALID);
             }
-            let target = read_target(qp, sh, reth.rkey, reth.va, reth.dma_len)?;
+            read_target(qp, sh, reth.rkey, reth.va, reth.dma_len)?;
             let npkts = reth.dma_len.div_ceil(mtu).max(1);
             qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
             let max = qp.attr.max_dest_rd_atomic;
@@ -424,7 +426,8 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
             let msn = qp.resp.msn;
             qp.resp.out.push_back(Response::Read {
                 psn: p,
-                target,
+                rkey: reth.rkey,
+                va: reth.va,
                 left: reth.dma_len,
                 first: true,
                 msn,
@@ -486,13 +489,15 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
     Ok(())
 }
 
-/// Where a READ of `len` bytes at `va` comes from, after the key check.
-fn read_target<M>(qp: &Qp, sh: &Shared<M>, rkey: u32, va: u64, len: u32) -> Result<Target, Refuse> {
+/// Checks the key of a READ of `len` bytes at `va` (none for a zero-length READ, IBA
+/// 9.7.5.2.3).
+fn read_target<M>(qp: &Qp, sh: &Shared<M>, rkey: u32, va: u64, len: u32) -> Result<(), Refuse> {
     if len == 0 {
-        return Ok(Target { space: 0, addr: va });
+        return Ok(());
     }
     sh.keys
         .check_remote(rkey, qp.pd, qp.qpn, Access::REMOTE_READ, va, len as u64)
+        .map(|_| ())
         .map_err(|_| ACCESS)
 }
 
@@ -534,12 +539,13 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             if !inside {
                 return;
             }
-            let Ok(target) = read_target(qp, sh, rkey, reth.va, reth.dma_len) else {
+            if read_target(qp, sh, rkey, reth.va, reth.dma_len).is_err() {
                 return;
-            };
+            }
             qp.resp.out.push_back(Response::Read {
                 psn: p,
-                target,
+                rkey,
+                va: reth.va,
                 left: reth.dma_len,
                 first: true,
                 msn,
@@ -723,14 +729,32 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
         },
         ext,
     };
-    if let Response::Read { target, .. } = *front {
+    if let Response::Read { rkey, va, .. } = *front
+        && payload_len > 0
+    {
         let at = repr.payload_offset();
         let dst = buf.get_mut(at..at + payload_len as usize)?;
-        if sh.mem.read(target.space, target.addr, dst).is_err() {
-            // The memory went away under the READ (IBA 9.7.5.2.8: remote operational error).
+        let read = sh
+            .keys
+            .check_remote(
+                rkey,
+                qp.pd,
+                qp.qpn,
+                Access::REMOTE_READ,
+                va,
+                payload_len as u64,
+            )
+            .map_err(|_| NakCode::RemoteAccessError)
+            .and_then(|t| {
+                sh.mem
+                    .read(t.space, t.addr, dst)
+                    .map_err(|_| NakCode::RemoteOperationalError)
+            });
+        if let Err(code) = read {
+            // The region was deregistered or invalidated under the READ, or its memory went
+            // away (IBA 9.7.5.2.8).
             qp.resp.out.clear();
-            qp.resp
-                .queue_ack(psn, Syndrome::Nak(NakCode::RemoteOperationalError));
+            qp.resp.queue_ack(psn, Syndrome::Nak(code));
             qp.enter_error(sh);
             return None;
         }
@@ -740,14 +764,14 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
         qp.resp.out.pop_front();
     } else if let Response::Read {
         psn,
-        target,
+        va,
         left,
         first,
         ..
     } = front
     {
         *psn = psn::add(*psn, 1);
-        target.addr += payload_len as u64;
+        *va += payload_len as u64;
         *left -= payload_len;
         *first = false;
     }

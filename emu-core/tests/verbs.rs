@@ -668,3 +668,67 @@ fn fence_and_inline() {
     assert_eq!(f.dev.read(rd, 8), vec![0; 8]);
     assert_eq!(f.dev.read(dst, 8), vec![3; 8]);
 }
+
+#[test]
+fn ipv6_gids_carry_rc_and_ud_with_the_ipv6_header_as_grh() {
+    let mut config = Device::<Loopback>::config(1, [198, 18, 0, 1]);
+    let v6: std::net::Ipv6Addr = "2001:2::1".parse().unwrap();
+    config.gids = vec![softrnic_emu_core::Gid::from(v6)];
+    let mut dev = Device::new(Loopback::default(), config);
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(16).unwrap();
+    let mut f = Fixture {
+        pd,
+        cq,
+        a: 0,
+        b: 0,
+        dev,
+    };
+    for qp_type in [QpType::Rc, QpType::Ud] {
+        let a = f.dev.create_qp(pd, qp_type, cq).unwrap();
+        let b = f.dev.create_qp(pd, qp_type, cq).unwrap();
+        let (ea, eb) = (f.dev.endpoint(a), f.dev.endpoint(b));
+        f.dev.connect(a, &eb).unwrap();
+        f.dev.connect(b, &ea).unwrap();
+        let (src, lkey) = f.buf(16, 0x66, ALL);
+        let (dst, dkey) = f.buf(56, 0, ALL);
+        f.recv(b, 1, sge(dst, 56, dkey));
+        let ud = (qp_type == QpType::Ud).then_some(softrnic_emu_core::UdDest {
+            ah: softrnic_emu_core::AddressHandle {
+                dgid: eb.gid,
+                sgid_index: 0,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+                dmac: eb.mac,
+            },
+            remote_qpn: b,
+            remote_qkey: 0x1111_1111,
+        });
+        let wr = SendWr {
+            wr_id: 2,
+            op: SendOp::Send,
+            sgl: sge(src, 16, lkey),
+            flags: SEND_SIGNALED,
+            ud,
+        };
+        f.dev.engine().post_send(a, wr).unwrap();
+        let got = f.wait(2);
+        assert!(
+            got.contains(&(2, WcStatus::Success, WcOpcode::Send)),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&(1, WcStatus::Success, WcOpcode::Recv)),
+            "{got:?}"
+        );
+        if qp_type == QpType::Ud {
+            let grh = f.dev.read(dst, 40);
+            assert_eq!(grh[0] >> 4, 6, "an IPv6 header");
+            assert_eq!(&grh[8..24], &v6.octets(), "source address");
+            assert_eq!(f.dev.read(dst + 40, 16), vec![0x66; 16]);
+        } else {
+            assert_eq!(f.dev.read(dst, 16), vec![0x66; 16]);
+        }
+    }
+}

@@ -190,12 +190,10 @@ pub fn run(seed: u64) -> Result<Outcome, String> {
             }
         }
         for (i, h) in sim.hosts.iter().enumerate() {
-            if h.engine.backlog() > h.engine.backlog_limit() && bound_err.is_none() {
-                bound_err = Some(format!(
-                    "host {i}: backlog {} above its limit {}",
-                    h.engine.backlog(),
-                    h.engine.backlog_limit()
-                ));
+            if let Err(e) = h.engine.check_invariants()
+                && bound_err.is_none()
+            {
+                bound_err = Some(format!("host {i}: {e}"));
             }
         }
         flows.iter_mut().all(|f| {

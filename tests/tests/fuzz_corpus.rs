@@ -4,12 +4,25 @@
 use softrnic_tests::root;
 use softrnic_wire::fuzz;
 
-fn run(target: &str, body: fn(&[u8])) {
+/// The engine targets build a whole device per input, so each input runs once.
+fn run_engine(target: &str, body: fn(&[u8])) {
+    for data in corpus(target) {
+        body(&data);
+    }
+}
+
+fn corpus(target: &str) -> Vec<Vec<u8>> {
     let dir = root().join("fuzz/corpus").join(target);
-    let mut inputs = 0;
-    for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
-        let path = entry.expect("dir entry").path();
-        let data = std::fs::read(&path).expect("corpus file");
+    let inputs: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| std::fs::read(entry.expect("dir entry").path()).expect("corpus file"))
+        .collect();
+    assert!(!inputs.is_empty(), "{target}: empty corpus");
+    inputs
+}
+
+fn run(target: &str, body: fn(&[u8])) {
+    for data in corpus(target) {
         body(&data);
         // Every truncation and single-byte corruption of a seed too: cheap, and close to what
         // the fuzzer tries first.
@@ -21,9 +34,7 @@ fn run(target: &str, body: fn(&[u8])) {
             bad[i] ^= 0xa5;
             body(&bad);
         }
-        inputs += 1;
     }
-    assert!(inputs > 0, "{target}: empty corpus");
 }
 
 #[test]
@@ -34,4 +45,14 @@ fn parse_frame_corpus() {
 #[test]
 fn round_trip_corpus() {
     run("round_trip", fuzz::round_trip);
+}
+
+#[test]
+fn engine_frames_corpus() {
+    run_engine("engine_frames", softrnic_emu_core::fuzz::frames);
+}
+
+#[test]
+fn engine_ops_corpus() {
+    run_engine("engine_ops", softrnic_emu_core::fuzz::ops);
 }

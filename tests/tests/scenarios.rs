@@ -882,3 +882,37 @@ fn uc_drops_a_message_with_a_gap_and_takes_the_next() {
     assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 100)]);
     assert_eq!(p.counters(1).uc_seq_drop, 1);
 }
+
+#[test]
+fn requests_arriving_together_share_one_ack() {
+    let mut p = Pair::rc();
+    // Three SENDs leave at once and arrive together: the responder answers with one ACK for
+    // the last, which acknowledges all three (IBA 9.7.5.1.1: ACKs are cumulative).
+    p.sim.link.bytes_per_us = u64::MAX / 1_000_000;
+    let (src, lkey) = p.buf(0, 8, 1, RW);
+    let (dst, rkey) = p.buf(1, 24, 0, RW);
+    for i in 0..3 {
+        p.recv(10 + i, sge(dst + 8 * i, 8, rkey));
+        p.send(i, SendOp::Send, sge(src, 8, lkey));
+    }
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_SEND_ONLY 0",
+            "0>1 RC_SEND_ONLY 1",
+            "0>1 RC_SEND_ONLY 2",
+            "1>0 RC_ACKNOWLEDGE 2 ACK",
+        ]
+    );
+    let statuses: Vec<_> = p.wcs(0).iter().map(|w| (w.0, w.1)).collect();
+    assert_eq!(
+        statuses,
+        [
+            (0, WcStatus::Success),
+            (1, WcStatus::Success),
+            (2, WcStatus::Success)
+        ]
+    );
+    assert_eq!(p.wcs(1).len(), 3);
+}
