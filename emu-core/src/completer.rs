@@ -63,7 +63,7 @@ struct ImpliedNak;
 
 /// Forward progress: the retry counters start over (IBA 9.7.6.1.3) and the timer restarts if
 /// anything is still outstanding.
-fn progressed<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
+fn progressed(qp: &mut Qp, now: Instant) {
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_left = qp.attr.rnr_retry;
     qp.comp.retrying_from = None;
@@ -71,12 +71,17 @@ fn progressed<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
     if qp.started(0) {
         qp.comp.arm(now, qp.attr.timeout);
     }
-    // A resend in progress may be overtaken by ACKs for what it was about to send again (the
-    // first transmission got through after all): skip what is acknowledged.
-    if psn::diff(qp.comp.psn, qp.req.psn) > 0 {
+}
+
+/// Everything before `psn` is acknowledged. A resend in progress may be overtaken by ACKs for
+/// what it was about to send again (the first transmission got through after all): the
+/// requester skips what is acknowledged.
+fn acknowledge_to<M>(qp: &mut Qp, sh: &Shared<M>, psn: u32) {
+    qp.comp.psn = psn;
+    if psn::diff(psn, qp.req.psn) > 0 {
         let mtu = qp.mtu(sh);
         let front = qp.sq.front().filter(|w| w.sent);
-        qp.req.rewind(front, qp.comp.psn, mtu);
+        qp.req.rewind(front, psn, mtu);
     }
 }
 
@@ -92,9 +97,10 @@ fn complete_before<M>(qp: &mut Qp, sh: &mut Shared<M>, end: u32) -> Result<bool,
         if w.wr.op.is_read_or_atomic() {
             return Err(ImpliedNak);
         }
-        qp.comp.psn = psn::add(w.last_psn, 1);
+        let next = psn::add(w.last_psn, 1);
         qp.sq[0].status = Some(WcStatus::Success);
         qp.retire(sh);
+        acknowledge_to(qp, sh, next);
         progress = true;
     }
     Ok(progress)
@@ -189,11 +195,11 @@ fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
             return implied_nak(qp, sh, now);
         }
         // Part of a multi-packet message is acknowledged.
-        qp.comp.psn = psn::add(p, 1);
+        acknowledge_to(qp, sh, psn::add(p, 1));
         progress = true;
     }
     if progress {
-        progressed(qp, sh, now);
+        progressed(qp, now);
     }
 }
 
@@ -206,11 +212,11 @@ fn nak_prefix<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> Resul
         && psn::diff(p, w.first_psn) > 0
         && psn::diff(p, qp.comp.psn) > 0
     {
-        qp.comp.psn = p;
+        acknowledge_to(qp, sh, p);
         progress = true;
     }
     if progress {
-        progressed(qp, sh, now);
+        progressed(qp, now);
     }
     Ok(())
 }
@@ -261,7 +267,7 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
         return;
     }
     match complete_before(qp, sh, p) {
-        Ok(true) => progressed(qp, sh, now),
+        Ok(true) => progressed(qp, now),
         Ok(false) => {}
         Err(ImpliedNak) => return implied_nak(qp, sh, now),
     }
@@ -299,12 +305,12 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
         return qp.fail_front(sh, status);
     }
     qp.sq[0].read_done += n;
-    qp.comp.psn = psn::add(p, 1);
+    acknowledge_to(qp, sh, psn::add(p, 1));
     if last {
         qp.sq[0].status = Some(WcStatus::Success);
         qp.retire(sh);
     }
-    progressed(qp, sh, now);
+    progressed(qp, now);
 }
 
 fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
@@ -314,7 +320,7 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
         return;
     }
     match complete_before(qp, sh, p) {
-        Ok(true) => progressed(qp, sh, now),
+        Ok(true) => progressed(qp, now),
         Ok(false) => {}
         Err(ImpliedNak) => return implied_nak(qp, sh, now),
     }
@@ -329,8 +335,8 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
     {
         return qp.fail_front(sh, status);
     }
-    qp.comp.psn = psn::add(p, 1);
+    acknowledge_to(qp, sh, psn::add(p, 1));
     qp.sq[0].status = Some(WcStatus::Success);
     qp.retire(sh);
-    progressed(qp, sh, now);
+    progressed(qp, now);
 }
