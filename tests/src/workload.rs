@@ -257,7 +257,11 @@ pub fn run(seed: u64) -> Result<Outcome, String> {
         drain(&mut sim, flow.a, flow.cqa, &mut flow.done_a);
         drain(&mut sim, flow.b, flow.cqb, &mut flow.done_b);
         let ordered = sim.link.faults.duplicate == 0.0 && sim.link.faults.reorder == 0.0;
-        check_flow(&sim, flow, profile == "partitioned", ordered).map_err(|e| {
+        // A partition longer than the retry budget must exhaust it. So can the hostile profile:
+        // go-back-N over a network that reorders 5% of frames (RoCE assumes one that does not)
+        // sometimes retries the same PSN eight times without progress (about 1 flow in 10^4).
+        let may_fail = matches!(profile, "partitioned" | "hostile");
+        check_flow(&sim, flow, may_fail, ordered).map_err(|e| {
             format!(
                 "seed {seed} ({profile}), flow {i} ({:?}): {e}",
                 flow.qp_type
