@@ -143,6 +143,92 @@ impl Link for Channel {
 /// Frames [`Device::progress`] sends before it takes in what arrived.
 const BURST: usize = 16;
 
+/// A link that loses, duplicates and reorders some of the frames another link sends, with
+/// probabilities in parts per million and a seed: a fault-injecting wrapper for tests over any
+/// link (where the kernel has no netem, for instance).
+#[derive(Debug)]
+pub struct Faulty<L> {
+    inner: L,
+    loss_ppm: u32,
+    duplicate_ppm: u32,
+    reorder_ppm: u32,
+    rng: crate::rng::Rng,
+    held: Option<Vec<u8>>,
+    scratch: Vec<u8>,
+    /// Frames lost, duplicated and reordered so far.
+    pub injected: [u64; 3],
+}
+
+impl<L: Link> Faulty<L> {
+    /// Wraps `inner`.
+    pub fn new(inner: L, seed: u64, loss_ppm: u32, duplicate_ppm: u32, reorder_ppm: u32) -> Self {
+        Faulty {
+            inner,
+            loss_ppm,
+            duplicate_ppm,
+            reorder_ppm,
+            rng: crate::rng::Rng::new(seed),
+            held: None,
+            scratch: vec![0; MAX_FRAME],
+            injected: [0; 3],
+        }
+    }
+
+    /// The wrapped link.
+    pub fn inner(&self) -> &L {
+        &self.inner
+    }
+
+    fn chance(&mut self, ppm: u32) -> bool {
+        self.rng.next_u32() % 1_000_000 < ppm
+    }
+
+    fn send(&mut self, frame: &[u8]) {
+        self.inner.transmit(&mut |buf: &mut [u8]| {
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        });
+    }
+}
+
+impl<L: Link> Link for Faulty<L> {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        let Some(n) = fill(&mut self.scratch) else {
+            return false;
+        };
+        let frame = self.scratch[..n].to_vec();
+        if self.chance(self.loss_ppm) {
+            self.injected[0] += 1;
+        } else if self.chance(self.reorder_ppm) && self.held.is_none() {
+            // Held back until after the next frame.
+            self.injected[2] += 1;
+            self.held = Some(frame);
+            return true;
+        } else {
+            self.send(&frame);
+            if self.chance(self.duplicate_ppm) {
+                self.injected[1] += 1;
+                self.send(&frame);
+            }
+        }
+        if let Some(held) = self.held.take() {
+            self.send(&held);
+        }
+        true
+    }
+
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        if self.inner.receive(deliver) {
+            return true;
+        }
+        // Nothing arrives: release a frame held back, so it is late but not lost.
+        if let Some(held) = self.held.take() {
+            self.send(&held);
+        }
+        false
+    }
+}
+
 /// What a peer needs to connect to a QP: exchange these out of band, as RDMA programs do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Endpoint {
@@ -162,6 +248,7 @@ pub struct Device<L> {
     link: L,
     epoch: std::time::Instant,
     mac: EthernetAddress,
+    ack_timeout: u8,
 }
 
 impl<L: Link> Device<L> {
@@ -185,7 +272,18 @@ impl<L: Link> Device<L> {
             link,
             epoch: std::time::Instant::now(),
             mac,
+            ack_timeout: 14,
         }
+    }
+
+    /// The local ACK timeout exponent [`connect`](Self::connect) sets (14, 67 ms, by default).
+    pub fn set_ack_timeout(&mut self, timeout: u8) {
+        self.ack_timeout = timeout;
+    }
+
+    /// The link.
+    pub fn link(&self) -> &L {
+        &self.link
     }
 
     /// The engine, for every verbs call.
@@ -303,8 +401,9 @@ impl<L: Link> Device<L> {
     }
 
     /// Takes a QP from RESET to RTS towards `peer`, with the settings perftest uses: path MTU
-    /// 4096 (1024 for UD's port MTU is the port's), timeout 14, 7 retries, 16 outstanding
-    /// READs/atomics each way, and every remote access allowed. UD QPs get Q_Key 0x11111111.
+    /// 4096 (UD uses the port's), ACK timeout 14 (see [`set_ack_timeout`](Self::set_ack_timeout)),
+    /// 7 retries, 16 outstanding READs/atomics each way, and every remote access allowed. UD QPs
+    /// get Q_Key 0x11111111.
     pub fn connect(&mut self, qpn: u32, peer: &Endpoint) -> Result<()> {
         let (attr, _) = self.engine.query_qp(qpn)?;
         let qp_type = self.qp_type(qpn)?;
@@ -325,7 +424,7 @@ impl<L: Link> Device<L> {
             qkey: 0x1111_1111,
             ah: Some(ah),
             path_mtu: Mtu::M4096,
-            timeout: 14,
+            timeout: self.ack_timeout,
             retry_cnt: 7,
             rnr_retry: 7,
             rq_psn: peer.psn,

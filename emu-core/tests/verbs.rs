@@ -732,3 +732,38 @@ fn ipv6_gids_carry_rc_and_ud_with_the_ipv6_header_as_grh() {
         }
     }
 }
+
+#[test]
+fn faulty_loopback_loses_and_reorders_but_rc_recovers() {
+    use softrnic_emu_core::native::Faulty;
+    let link = Faulty::new(Loopback::default(), 3, 50_000, 20_000, 50_000);
+    let mut dev = Device::new(link, Device::<Loopback>::config(1, [198, 18, 0, 1]));
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(64).unwrap();
+    // A short ACK timeout (1 ms), so the test does not wait 67 ms per loss.
+    dev.set_ack_timeout(8);
+    let a = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let b = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
+    dev.connect(a, &eb).unwrap();
+    dev.connect(b, &ea).unwrap();
+    let len = 200_000;
+    let src = dev.alloc(len);
+    let dst = dev.alloc(len);
+    let data: Vec<u8> = (0..len).map(|i| (i * 7) as u8).collect();
+    dev.write(src, &data);
+    let lkey = dev.engine().reg_mr(pd, src, len as u64, ALL).unwrap();
+    let rkey = dev.engine().reg_mr(pd, dst, len as u64, ALL).unwrap();
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::Write(Remote { addr: dst, rkey }),
+        sgl: sge(src, len, lkey),
+        flags: SEND_SIGNALED,
+        ud: None,
+    };
+    dev.engine().post_send(a, wr).unwrap();
+    let wcs = dev.wait(cq, 1, WAIT);
+    assert_eq!(wcs[0].status, WcStatus::Success);
+    assert_eq!(dev.read(dst, len), data);
+    assert!(dev.engine().counters().retransmitted_pkts > 0);
+}

@@ -1,0 +1,197 @@
+//! The system calls the backends need, each behind a safe function. This is the only module
+//! with `unsafe`: every block passes pointers to buffers it owns, with their true lengths.
+
+use std::ffi::CString;
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn check_size(ret: isize) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// A raw packet socket for every protocol, non-blocking, not yet bound.
+pub fn packet_socket() -> io::Result<OwnedFd> {
+    let proto = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
+    // SAFETY: no pointers; the returned descriptor is owned by the OwnedFd.
+    let fd = check(unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            proto,
+        )
+    })?;
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Binds a packet socket to one interface.
+pub fn bind_packet(fd: &OwnedFd, ifindex: u32) -> io::Result<()> {
+    // SAFETY: sockaddr_ll is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_ll = unsafe { zeroed() };
+    addr.sll_family = libc::AF_PACKET as u16;
+    addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+    addr.sll_ifindex = ifindex as i32;
+    // SAFETY: `addr` lives across the call and its size is passed.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_ll>() as u32,
+        )
+    })?;
+    Ok(())
+}
+
+/// Sets an integer socket option.
+pub fn set_int_option(fd: RawFd, level: i32, name: i32, value: i32) -> io::Result<()> {
+    // SAFETY: `value` lives across the call and its size is passed.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&raw const value).cast(),
+            size_of::<i32>() as u32,
+        )
+    })?;
+    Ok(())
+}
+
+/// Attaches a classic BPF filter (SO_ATTACH_FILTER).
+pub fn attach_filter(fd: RawFd, program: &[libc::sock_filter]) -> io::Result<()> {
+    let prog = libc::sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr().cast_mut(),
+    };
+    // SAFETY: `prog` points into `program`, which outlives the call; the kernel copies it.
+    check(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&raw const prog).cast(),
+            size_of::<libc::sock_fprog>() as u32,
+        )
+    })?;
+    Ok(())
+}
+
+/// The index of the interface called `name` in this thread's network namespace.
+pub fn if_index(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(io::Error::last_os_error()),
+        i => Ok(i),
+    }
+}
+
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: ifreq is plain data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { zeroed() };
+    if name.len() >= req.ifr_name.len() {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// The interface's MAC address (SIOCGIFHWADDR), asked through any socket of its namespace.
+pub fn if_hwaddr(fd: &OwnedFd, name: &str) -> io::Result<[u8; 6]> {
+    let mut req = ifreq(name)?;
+    // SAFETY: `req` is a valid ifreq that lives across the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &raw mut req) })?;
+    // SAFETY: SIOCGIFHWADDR fills the ifru_hwaddr member.
+    let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
+    let mut mac = [0u8; 6];
+    for (m, d) in mac.iter_mut().zip(data) {
+        *m = d as u8;
+    }
+    Ok(mac)
+}
+
+/// The interface's MTU (SIOCGIFMTU).
+pub fn if_mtu(fd: &OwnedFd, name: &str) -> io::Result<u32> {
+    let mut req = ifreq(name)?;
+    // SAFETY: `req` is a valid ifreq that lives across the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFMTU, &raw mut req) })?;
+    // SAFETY: SIOCGIFMTU fills the ifru_mtu member.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+}
+
+/// Receives up to `bufs.len()` frames without blocking (recvmmsg); writes their lengths
+/// (truncated frames are marked by a length above the buffer's) and returns how many.
+pub fn recv_batch(fd: &OwnedFd, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {
+    let n = bufs.len().min(lens.len());
+    let mut iovs: Vec<libc::iovec> = bufs[..n]
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_ptr().cast(),
+            iov_len: b.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+    let mut msgs: Vec<libc::mmsghdr> = (0..n).map(|_| unsafe { zeroed() }).collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every iovec points into a buffer of `bufs` with its length, and `msgs` and
+    // `iovs` outlive the call.
+    let got = unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            msgs.as_mut_ptr(),
+            n as u32,
+            libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+            std::ptr::null_mut(),
+        )
+    };
+    match check(got) {
+        Ok(got) => {
+            for (l, m) in lens.iter_mut().zip(&msgs[..got as usize]) {
+                *l = m.msg_len as usize;
+            }
+            Ok(got as usize)
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sends one frame on a bound packet socket.
+pub fn send(fd: &OwnedFd, frame: &[u8]) -> io::Result<usize> {
+    // SAFETY: `frame` outlives the call and its length is passed.
+    check_size(unsafe {
+        libc::send(
+            fd.as_raw_fd(),
+            frame.as_ptr().cast(),
+            frame.len(),
+            libc::MSG_DONTWAIT,
+        )
+    })
+}
+
+/// Moves the calling thread into the network namespace at `path` (e.g. /var/run/netns/NAME).
+/// Only this thread changes namespace; sockets it opens afterwards belong to the new one.
+pub fn enter_netns(path: &str) -> io::Result<()> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: no pointers; the descriptor is valid while `file` lives.
+    check(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) })?;
+    Ok(())
+}
