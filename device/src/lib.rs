@@ -1,12 +1,14 @@
 //! The device: what turns the sans-IO engine into a network device on a plain NIC.
 //!
 //! Today it has the AF_PACKET backend ([`AfPacket`]), a frame [`Link`] that any engine in
-//! library mode can run over. The AF_XDP backend, neighbour resolution, the GID table kept in
-//! sync with the interface, and the daemon come next (issue 4).
+//! library mode can run over, and the [`gid`] table built from an interface's addresses. The
+//! AF_XDP backend, neighbour resolution, keeping the GID table in sync, and the daemon come
+//! next (issue 4).
 //!
 //! [`Link`]: softrnic_emu_core::native::Link
 
 mod filter;
+pub mod gid;
 pub mod packet;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -195,3 +195,43 @@ pub fn enter_netns(path: &str) -> io::Result<()> {
     check(unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) })?;
     Ok(())
 }
+
+/// The IP addresses of interface `ifname` in this thread's network namespace (getifaddrs), in
+/// the kernel's order.
+pub fn if_addrs(ifname: &str) -> io::Result<Vec<std::net::IpAddr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list head we free below.
+    check(unsafe { libc::getifaddrs(&raw mut head) })?;
+    let mut out = Vec::new();
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
+            continue;
+        }
+        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
+        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+        if name.to_bytes() != ifname.as_bytes() {
+            continue;
+        }
+        // SAFETY: ifa_addr points to a sockaddr whose family says which struct it is.
+        match i32::from(unsafe { (*ifa.ifa_addr).sa_family }) {
+            libc::AF_INET => {
+                // SAFETY: an AF_INET sockaddr is a sockaddr_in.
+                let sin = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in>() };
+                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into());
+            }
+            libc::AF_INET6 => {
+                // SAFETY: an AF_INET6 sockaddr is a sockaddr_in6.
+                let sin6 = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };
+                out.push(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into());
+            }
+            _ => {}
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(out)
+}

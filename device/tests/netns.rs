@@ -354,6 +354,44 @@ fn rc_uc_ud_between_namespaces_over_af_packet() {
 }
 
 #[test]
+fn the_gid_table_follows_rxe_order() {
+    let pair = Pair::new("g");
+    let (ns, ifname) = (pair.ns[0].clone(), pair.ifs[0].clone());
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns,
+            "ip",
+            "addr",
+            "add",
+            "2001:db8::1/64",
+            "dev",
+            &ifname,
+            "nodad",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = std::thread::spawn(move || {
+        sys::enter_netns(&format!("/var/run/netns/{ns}")).unwrap();
+        softrnic_device::gid::table(&ifname).unwrap()
+    })
+    .join()
+    .unwrap();
+    let names: Vec<String> = table.iter().map(|g| g.to_string()).collect();
+    // The link-local address first (index 0), the IPv4 address at index 1, as with rxe.
+    assert_eq!(names.len(), 3, "{names:?}");
+    assert!(names[0].starts_with("fe80::"), "{names:?}");
+    assert_eq!(names[1], "::ffff:198.18.1.1");
+    assert_eq!(names[2], "2001:db8::1");
+}
+
+#[test]
 fn loss_and_reordering_on_the_veth_are_recovered() {
     let pair = Pair::new("l");
     // netem where the kernel has it; otherwise (no sch_netem, as on this project's CI kernel)
