@@ -12,5 +12,8 @@ pub mod gid;
 pub mod packet;
 #[allow(unsafe_code)]
 pub mod sys;
+#[allow(unsafe_code)]
+pub mod xdp;
 
 pub use packet::{AfPacket, PacketStats};
+pub use xdp::{AfXdp, Mode as XdpMode};

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use softrnic_device::{AfPacket, sys};
-use softrnic_emu_core::native::{Device, Endpoint, Faulty};
+use softrnic_device::{AfPacket, AfXdp, XdpMode, sys};
+use softrnic_emu_core::native::{Device, Endpoint, Faulty, Link};
 use softrnic_emu_core::{
-    Access, AddressHandle, QpType, RecvWr, Remote, SEND_SIGNALED, SendOp, SendWr, Sge, UdDest,
-    WC_GRH, Wc, WcOpcode, WcStatus,
+    Access, AddressHandle, QpType, RecvWr, Remote, SEND_FENCE, SEND_SIGNALED, SendOp, SendWr, Sge,
+    UdDest, WC_GRH, Wc, WcOpcode, WcStatus,
 };
 use softrnic_wire::EthernetAddress;
 
@@ -37,6 +37,11 @@ struct Pair {
 
 impl Pair {
     fn new(tag: &str) -> Pair {
+        Pair::with_mtu(tag, 9000)
+    }
+
+    fn with_mtu(tag: &str, mtu: u32) -> Pair {
+        let mtu = mtu.to_string();
         let base = format!("srn{}{tag}", std::process::id() % 100_000);
         let ns = [format!("{base}a"), format!("{base}b")];
         let ifs = [format!("{base}x"), format!("{base}y")];
@@ -52,7 +57,7 @@ impl Pair {
             let addr = format!("198.18.1.{}/24", i + 1);
             for cmd in [
                 vec!["link", "set", "lo", "up"],
-                vec!["link", "set", &ifs[i], "mtu", "9000"],
+                vec!["link", "set", &ifs[i], "mtu", &mtu],
                 vec!["addr", "add", &addr, "dev", &ifs[i]],
                 vec!["link", "set", &ifs[i], "up"],
             ] {
@@ -100,19 +105,38 @@ impl Drop for Pair {
     }
 }
 
-type Dev = Device<Faulty<AfPacket>>;
+type Dev = Device<Faulty<Box<dyn Link>>>;
+
+/// Which backend a test runs over.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Packet,
+    Xdp(XdpMode),
+}
 
 /// A device in namespace `ns` on interface `ifname`, at 198.18.1.`n`, losing and reordering
 /// `loss_ppm` parts per million of what it sends.
-fn device(ns: &str, ifname: &str, n: u8, loss_ppm: u32) -> Dev {
+fn device(ns: &str, ifname: &str, n: u8, loss_ppm: u32, backend: Backend) -> Dev {
     sys::enter_netns(&format!("/var/run/netns/{ns}")).expect("enter namespace");
-    let link = AfPacket::open(ifname).expect("AF_PACKET");
+    let (link, mac, mtu): (Box<dyn Link>, _, _) = match backend {
+        Backend::Packet => {
+            let l = AfPacket::open(ifname).expect("AF_PACKET");
+            let (mac, mtu) = (l.mac(), l.mtu());
+            (Box::new(l), mac, mtu)
+        }
+        Backend::Xdp(mode) => {
+            let l = AfXdp::open(ifname, mode).expect("AF_XDP");
+            let (mac, mtu) = (l.mac(), l.mtu());
+            (Box::new(l), mac, mtu)
+        }
+    };
     let mut config = Dev::config(n, [198, 18, 1, n]);
-    config.mac = EthernetAddress(link.mac());
-    config.eth_mtu = link.mtu();
+    config.mac = EthernetAddress(mac);
+    config.eth_mtu = mtu;
     let mut dev = Device::new(Faulty::new(link, n as u64, loss_ppm, 0, loss_ppm), config);
-    // 1 ms ACK timeout: losses are recovered quickly.
-    dev.set_ack_timeout(8);
+    // A 16.8 ms ACK timeout: tail losses are recovered quickly, and eight in a row (the retry
+    // budget) still outlast the tests' threads waiting for a core on a busy 2-core machine.
+    dev.set_ack_timeout(12);
     dev
 }
 
@@ -135,6 +159,7 @@ fn traffic(
     pair: &Pair,
     loss_ppm: u32,
     types: &'static [QpType],
+    backend: Backend,
 ) -> (softrnic_emu_core::Counters, softrnic_emu_core::Counters) {
     let (to_a, from_b) = mpsc::channel::<Offer>();
     let (to_b, from_a) = mpsc::channel::<Vec<Endpoint>>();
@@ -144,7 +169,7 @@ fn traffic(
     let stop_b = Arc::clone(&stop);
     let responder = std::thread::spawn(move || {
         // Unreliable messages are not resent: only RC frames are lost on purpose.
-        let mut dev = device(&ns_b, &if_b, 2, loss_ppm);
+        let mut dev = device(&ns_b, &if_b, 2, loss_ppm, backend);
         let pd = dev.engine().alloc_pd(0).unwrap();
         let cq = dev.engine().create_cq(256).unwrap();
         let qps: Vec<u32> = types
@@ -215,7 +240,7 @@ fn traffic(
 
     let (ns_a, if_a) = (pair.ns[0].clone(), pair.ifs[0].clone());
     let requester = std::thread::spawn(move || {
-        let mut dev = device(&ns_a, &if_a, 1, loss_ppm);
+        let mut dev = device(&ns_a, &if_a, 1, loss_ppm, backend);
         let pd = dev.engine().alloc_pd(0).unwrap();
         let cq = dev.engine().create_cq(256).unwrap();
         let qps: Vec<u32> = types
@@ -282,8 +307,17 @@ fn traffic(
                         None,
                     );
                     post(&mut dev, qp, 3, SendOp::Send, sge(src, 50_000, ks), None);
+                    // Fenced: a READ resent after a loss takes its data again, and must not
+                    // see the FETCH_ADD (IBA 10.8.3.3).
                     let add = SendOp::FetchAdd { remote, add: 1 };
-                    post(&mut dev, qp, 4, add, sge(res, 8, kr), None);
+                    let wr = SendWr {
+                        wr_id: 4,
+                        op: add,
+                        sgl: sge(res, 8, kr),
+                        flags: SEND_SIGNALED | SEND_FENCE,
+                        ud: None,
+                    };
+                    dev.engine().post_send(qp, wr).unwrap();
                     posted += 4;
                 }
                 QpType::Uc => {
@@ -341,7 +375,12 @@ fn traffic(
 #[test]
 fn rc_uc_ud_between_namespaces_over_af_packet() {
     let pair = Pair::new("p");
-    let (a, b) = traffic(&pair, 0, &[QpType::Rc, QpType::Uc, QpType::Ud]);
+    let (a, b) = traffic(
+        &pair,
+        0,
+        &[QpType::Rc, QpType::Uc, QpType::Ud],
+        Backend::Packet,
+    );
     // The WRITE of 256 KiB at MTU 4096 is 64 packets; the READ request, the SEND's 13, the
     // FETCH_ADD, UC and UD add 16; the READ's responses are 64 the other way.
     let sent_by_requester = 64 + 16;
@@ -407,7 +446,7 @@ fn loss_and_reordering_on_the_veth_are_recovered() {
         }
     );
     // RC only: UC and UD do not resend what is lost.
-    let (a, _) = traffic(&pair, injected, &[QpType::Rc]);
+    let (a, _) = traffic(&pair, injected, &[QpType::Rc], Backend::Packet);
     assert!(
         a.retransmitted_pkts > 0,
         "losses make the requester resend: {a:?}"
@@ -416,4 +455,33 @@ fn loss_and_reordering_on_the_veth_are_recovered() {
         a.local_ack_timeout_err + a.packet_seq_err + a.implied_nak_seq_err > 0,
         "{a:?}"
     );
+}
+
+/// AF_XDP, in generic (SKB) and native (DRV) mode: veth takes both. A 3000-byte MTU, as one
+/// UMEM chunk holds a frame of at most 3840 bytes (path MTU 2048).
+fn over_xdp(tag: &str, mode: XdpMode) {
+    let pair = Pair::with_mtu(tag, 3000);
+    let (a, b) = traffic(
+        &pair,
+        0,
+        &[QpType::Rc, QpType::Uc, QpType::Ud],
+        Backend::Xdp(mode),
+    );
+    // The WRITE of 256 KiB at path MTU 2048 is 128 packets, its READ's responses 128 more.
+    assert!(a.sent_pkts >= 128 + 16, "{a:?}");
+    assert!(b.sent_pkts >= 128, "{b:?}");
+    assert_eq!(
+        a.rcvd_icrc_err + b.rcvd_icrc_err + a.rcvd_malformed + b.rcvd_malformed,
+        0
+    );
+}
+
+#[test]
+fn rc_uc_ud_between_namespaces_over_af_xdp_skb() {
+    over_xdp("s", XdpMode::Skb);
+}
+
+#[test]
+fn rc_uc_ud_between_namespaces_over_af_xdp_drv() {
+    over_xdp("d", XdpMode::Drv);
 }

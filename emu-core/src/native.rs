@@ -50,12 +50,23 @@ use crate::{Result, Wc};
 /// Moves frames between a device and its network. Buffers belong to the link, so the engine
 /// writes each frame once, straight into the buffer that is sent.
 pub trait Link {
-    /// Offers a buffer of at least [`MAX_FRAME`] bytes to `fill`, which writes a frame and
-    /// returns its length, or `None` to send nothing. Returns whether a frame was sent.
+    /// Offers a buffer to `fill`, which writes a frame and returns its length, or `None` to
+    /// send nothing. Returns whether a frame was sent. The buffer holds a frame as long as the
+    /// link's MTU allows ([`MAX_FRAME`] for a 4096-byte path MTU); the device sets its port's
+    /// MTU from the link's, so the engine writes no longer frame.
     fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool;
     /// Calls `deliver` with the next received frame, if there is one. Returns whether there
     /// was.
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool;
+}
+
+impl<L: Link + ?Sized> Link for Box<L> {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        (**self).transmit(fill)
+    }
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        (**self).receive(deliver)
+    }
 }
 
 /// Frames waiting, with a pool of buffers so the data path does not allocate.

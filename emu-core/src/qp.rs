@@ -210,11 +210,12 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
-    /// The path MTU in bytes (UD uses the port's).
+    /// The MTU packets use, in bytes: the path MTU, but never above the port's active MTU,
+    /// which the link allows (UD uses the port's).
     pub fn mtu<M>(&self, sh: &Shared<M>) -> u32 {
         match self.qp_type {
             QpType::Ud => sh.port_mtu.bytes(),
-            _ => self.attr.path_mtu.bytes(),
+            _ => self.attr.path_mtu.min(sh.port_mtu).bytes(),
         }
     }
 
