@@ -15,6 +15,9 @@ const BPF_MAP_TYPE_XSKMAP: u32 = 17;
 const BPF_PROG_TYPE_XDP: u32 = 6;
 const BPF_XDP: u32 = 37;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
+/// The program handles frames in several buffers (only the first is in `data..data_end`), so
+/// it may run on interfaces whose MTU exceeds a page (BPF_F_XDP_HAS_FRAGS).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 const HELPER_REDIRECT_MAP: i32 = 51;
 const XDP_PASS: i32 = 2;
 
@@ -183,6 +186,7 @@ pub fn load(map: &OwnedFd) -> io::Result<OwnedFd> {
         .u32(24, 1)
         .u32(28, log.len() as u32)
         .u64(32, log.as_mut_ptr() as u64)
+        .u32(44, BPF_F_XDP_HAS_FRAGS)
         .u32(68, BPF_XDP);
     bpf(BPF_PROG_LOAD, &mut attr).map(owned).map_err(|e| {
         let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());

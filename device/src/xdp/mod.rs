@@ -1,9 +1,10 @@
 //! The AF_XDP backend: an XDP program sends RoCEv2 frames to an AF_XDP socket, which hands them
 //! to us through shared-memory rings; everything else stays with the kernel.
 //!
-//! Copy mode (`XDP_COPY`, the mode veth and most drivers give) with `XDP_USE_NEED_WAKEUP`. A
-//! frame fits one UMEM chunk of 4096 bytes, less the kernel's 256-byte headroom: path MTUs up
-//! to 2048 (4096-MTU frames need multi-buffer descriptors, not yet here).
+//! Copy mode (`XDP_COPY`, the mode veth and most drivers give) with `XDP_USE_NEED_WAKEUP`, and
+//! multi-buffer (`XDP_USE_SG`, a program loaded with `BPF_F_XDP_HAS_FRAGS`): a frame longer
+//! than a UMEM chunk spans several descriptors, each but the last marked `XDP_PKT_CONTD`, so
+//! 4096-byte path MTUs (9000-byte interfaces) work.
 
 mod bpf;
 mod ring;
@@ -28,8 +29,10 @@ const CHUNKS: u32 = 4096;
 const RING: u32 = 2048;
 /// The kernel's headroom before a received frame (XDP_PACKET_HEADROOM).
 const HEADROOM: u32 = 256;
-/// The largest frame a chunk holds.
-pub const MAX_FRAME: usize = (CHUNK - HEADROOM) as usize;
+/// The most bytes of a frame one chunk holds.
+const CHUNK_DATA: usize = (CHUNK - HEADROOM) as usize;
+/// The largest frame: a 9000-byte MTU and its Ethernet header and VLAN tag.
+pub const MAX_FRAME: usize = 9000 + 18;
 
 /// What the backend counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,6 +41,8 @@ pub struct XdpStats {
     pub tx: u64,
     /// Frames received.
     pub rx: u64,
+    /// Frames longer than [`MAX_FRAME`], dropped.
+    pub rx_too_long: u64,
 }
 
 /// An AF_XDP socket on queue 0 of one interface, with its program attached.
@@ -52,6 +57,9 @@ pub struct AfXdp {
     free: Vec<u64>,
     /// Received chunks to give back through the fill ring (it is consumed lazily).
     refill: Vec<u64>,
+    /// A frame being assembled from several RX descriptors, and one being split into TX ones.
+    rx_frame: Vec<u8>,
+    tx_frame: Vec<u8>,
     mac: [u8; 6],
     mtu: u32,
     mode: Mode,
@@ -157,7 +165,7 @@ impl AfXdp {
         // SAFETY: sockaddr_xdp is plain data; all-zero is valid.
         let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
         sa.sxdp_family = libc::AF_XDP as u16;
-        sa.sxdp_flags = libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP;
+        sa.sxdp_flags = libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP | libc::XDP_USE_SG;
         sa.sxdp_ifindex = ifindex;
         sa.sxdp_queue_id = 0;
         let bind = || {
@@ -205,6 +213,8 @@ impl AfXdp {
             tx,
             free,
             refill: Vec::new(),
+            rx_frame: Vec::with_capacity(MAX_FRAME),
+            tx_frame: vec![0; MAX_FRAME],
             mac,
             mtu,
             mode,
@@ -220,9 +230,9 @@ impl AfXdp {
         self.mac
     }
 
-    /// The MTU frames may use: the interface's, capped by what a chunk holds.
+    /// The interface's MTU.
     pub fn mtu(&self) -> u32 {
-        self.mtu.min(MAX_FRAME as u32 - 14)
+        self.mtu
     }
 
     /// The XDP mode in use.
@@ -267,54 +277,87 @@ impl AfXdp {
 impl Link for AfXdp {
     fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
         self.reclaim();
-        if self.tx.free() == 0 {
-            // Let the kernel drain the TX ring first.
+        // Room for the longest frame: enough free chunks and TX slots.
+        let worst = MAX_FRAME.div_ceil(CHUNK_DATA);
+        if self.tx.free() < worst as u32 || self.free.len() < worst {
+            // Let the kernel drain the TX ring and complete what it sent.
             self.kick();
             return false;
         }
-        let Some(addr) = self.free.pop() else {
-            self.kick();
-            return false;
+        let mut frame = std::mem::take(&mut self.tx_frame);
+        let sent = match fill(&mut frame) {
+            Some(n) => {
+                // One descriptor per chunk; all but the last say the frame continues.
+                let pieces = frame[..n].chunks(CHUNK_DATA);
+                let last = pieces.len() - 1;
+                for (i, piece) in pieces.enumerate() {
+                    let addr = self.free.pop().expect("counted above");
+                    self.chunk(addr, piece.len()).copy_from_slice(piece);
+                    let options = if i < last { libc::XDP_PKT_CONTD } else { 0 };
+                    let desc = libc::xdp_desc {
+                        addr,
+                        len: piece.len() as u32,
+                        options,
+                    };
+                    self.tx.push(desc);
+                }
+                // Copy mode sends only on a kick (at most 32 frames per call).
+                self.kick();
+                self.stats.tx += 1;
+                true
+            }
+            None => false,
         };
-        // The engine writes the frame straight into the chunk.
-        let Some(n) = fill(self.chunk(addr, MAX_FRAME)) else {
-            self.free.push(addr);
-            return false;
-        };
-        let desc = libc::xdp_desc {
-            addr,
-            len: n as u32,
-            options: 0,
-        };
-        self.tx.push(desc);
-        // Copy mode sends only on a kick (at most 32 frames per call).
-        self.kick();
-        self.stats.tx += 1;
-        true
+        self.tx_frame = frame;
+        sent
     }
 
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
         self.reclaim();
-        let Some(desc) = self.rx.pop() else {
-            if self.fill.needs_wakeup() {
-                // SAFETY: an empty, non-blocking receive only wakes the kernel's RX side.
-                unsafe {
-                    libc::recvfrom(
-                        self.fd.as_raw_fd(),
-                        std::ptr::null_mut(),
-                        0,
-                        libc::MSG_DONTWAIT,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                    )
-                };
+        loop {
+            let Some(desc) = self.rx.pop() else {
+                if self.fill.needs_wakeup() {
+                    // SAFETY: an empty, non-blocking receive only wakes the kernel's RX side.
+                    unsafe {
+                        libc::recvfrom(
+                            self.fd.as_raw_fd(),
+                            std::ptr::null_mut(),
+                            0,
+                            libc::MSG_DONTWAIT,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        )
+                    };
+                }
+                // A frame's descriptors arrive together; a partial one waits for the rest.
+                return false;
+            };
+            let piece_len = desc.len as usize;
+            let mut frame = std::mem::take(&mut self.rx_frame);
+            if frame.len() + piece_len <= MAX_FRAME {
+                frame.extend_from_slice(self.chunk(desc.addr, piece_len));
+            } else {
+                // Too long: marked by overflowing the limit, dropped at its last piece.
+                frame.resize(MAX_FRAME + 1, 0);
             }
-            return false;
-        };
-        let frame = self.chunk(desc.addr, desc.len as usize);
-        deliver(frame);
-        self.stats.rx += 1;
-        self.refill.push(desc.addr & !u64::from(CHUNK - 1));
-        true
+            self.rx_frame = frame;
+            self.refill.push(desc.addr & !u64::from(CHUNK - 1));
+            if desc.options & libc::XDP_PKT_CONTD != 0 {
+                continue;
+            }
+            let frame = std::mem::take(&mut self.rx_frame);
+            let whole = frame.len() <= MAX_FRAME;
+            if whole {
+                deliver(&frame);
+                self.stats.rx += 1;
+            } else {
+                self.stats.rx_too_long += 1;
+            }
+            self.rx_frame = frame;
+            self.rx_frame.clear();
+            if whole {
+                return true;
+            }
+        }
     }
 }
