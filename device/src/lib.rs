@@ -9,6 +9,7 @@
 
 mod filter;
 pub mod gid;
+pub mod netns;
 pub mod packet;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -41,7 +41,10 @@ pub struct AfPacket {
     rx_len: Vec<usize>,
     rx_at: usize,
     rx_count: usize,
-    tx: Vec<u8>,
+    /// Frames waiting to go in one sendmmsg, and how many.
+    tx: Vec<Vec<u8>>,
+    tx_len: Vec<usize>,
+    tx_count: usize,
     _port_guard: Option<UdpSocket>,
     /// Counters.
     pub stats: PacketStats,
@@ -92,7 +95,9 @@ impl AfPacket {
             rx_len: vec![0; BATCH],
             rx_at: 0,
             rx_count: 0,
-            tx: vec![0; MAX_FRAME],
+            tx: vec![vec![0; MAX_FRAME]; BATCH],
+            tx_len: vec![0; BATCH],
+            tx_count: 0,
             _port_guard: hold_port(),
             stats: PacketStats::default(),
         })
@@ -114,20 +119,42 @@ impl AfPacket {
     }
 }
 
+impl AfPacket {
+    /// Sends the frames waiting, in one call.
+    fn flush(&mut self) {
+        if self.tx_count == 0 {
+            return;
+        }
+        let frames: Vec<&[u8]> = self.tx[..self.tx_count]
+            .iter()
+            .zip(&self.tx_len)
+            .map(|(b, &n)| &b[..n])
+            .collect();
+        let sent = sys::send_batch(&self.fd, &frames).unwrap_or(0);
+        // Frames the kernel did not take are lost, as on a wire: the transport recovers them.
+        self.stats.tx += sent as u64;
+        self.stats.tx_dropped += (self.tx_count - sent) as u64;
+        self.tx_count = 0;
+    }
+}
+
 impl Link for AfPacket {
     fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
-        let Some(n) = fill(&mut self.tx) else {
+        let Some(n) = fill(&mut self.tx[self.tx_count]) else {
             return false;
         };
-        match sys::send(&self.fd, &self.tx[..n]) {
-            Ok(_) => self.stats.tx += 1,
-            // A full queue loses the frame, as a wire would: the transport recovers it.
-            Err(_) => self.stats.tx_dropped += 1,
+        self.tx_len[self.tx_count] = n;
+        self.tx_count += 1;
+        // Sent in batches: when the batch is full, or when the caller next looks for received
+        // frames (the end of its burst).
+        if self.tx_count == BATCH {
+            self.flush();
         }
         true
     }
 
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        self.flush();
         loop {
             if self.rx_at == self.rx_count {
                 self.rx_at = 0;

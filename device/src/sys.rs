@@ -14,14 +14,6 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
-fn check_size(ret: isize) -> io::Result<usize> {
-    if ret < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret as usize)
-    }
-}
-
 /// A raw packet socket for every protocol, non-blocking, not yet bound.
 pub fn packet_socket() -> io::Result<OwnedFd> {
     let proto = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
@@ -174,17 +166,32 @@ pub fn recv_batch(fd: &OwnedFd, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io:
     }
 }
 
-/// Sends one frame on a bound packet socket.
-pub fn send(fd: &OwnedFd, frame: &[u8]) -> io::Result<usize> {
-    // SAFETY: `frame` outlives the call and its length is passed.
-    check_size(unsafe {
-        libc::send(
+/// Sends frames on a bound packet socket in one call (sendmmsg); returns how many went.
+pub fn send_batch(fd: &OwnedFd, frames: &[&[u8]]) -> io::Result<usize> {
+    let mut iovs: Vec<libc::iovec> = frames
+        .iter()
+        .map(|f| libc::iovec {
+            iov_base: f.as_ptr().cast_mut().cast(),
+            iov_len: f.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is a valid value.
+    let mut msgs: Vec<libc::mmsghdr> = (0..frames.len()).map(|_| unsafe { zeroed() }).collect();
+    for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+        m.msg_hdr.msg_iov = iov;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: every iovec points into a frame the caller keeps alive, with its length; the
+    // kernel only reads them.
+    let sent = unsafe {
+        libc::sendmmsg(
             fd.as_raw_fd(),
-            frame.as_ptr().cast(),
-            frame.len(),
+            msgs.as_mut_ptr(),
+            msgs.len() as u32,
             libc::MSG_DONTWAIT,
         )
-    })
+    };
+    check(sent).map(|n| n as usize)
 }
 
 /// Moves the calling thread into the network namespace at `path` (e.g. /var/run/netns/NAME).

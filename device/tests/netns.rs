@@ -2,12 +2,12 @@
 //! RC (every opcode), UC and UD traffic, with and without netem loss. Needs root (namespaces
 //! and raw sockets), as CI has.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use softrnic_device::netns::VethPair;
 use softrnic_device::{AfPacket, AfXdp, XdpMode, sys};
 use softrnic_emu_core::native::{Device, Endpoint, Faulty, Link};
 use softrnic_emu_core::{
@@ -20,19 +20,14 @@ const ALL: Access = Access(1 | 2 | 4 | 8);
 const LEN: usize = 256 * 1024;
 const WAIT: Duration = Duration::from_secs(30);
 
-fn ip(args: &[&str]) {
-    let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        out.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+/// Two namespaces joined by a veth pair.
+struct Pair(VethPair);
 
-/// Two namespaces joined by a veth pair; removed on drop.
-struct Pair {
-    ns: [String; 2],
-    ifs: [String; 2],
+impl std::ops::Deref for Pair {
+    type Target = VethPair;
+    fn deref(&self) -> &VethPair {
+        &self.0
+    }
 }
 
 impl Pair {
@@ -41,67 +36,14 @@ impl Pair {
     }
 
     fn with_mtu(tag: &str, mtu: u32) -> Pair {
-        let mtu = mtu.to_string();
-        let base = format!("srn{}{tag}", std::process::id() % 100_000);
-        let ns = [format!("{base}a"), format!("{base}b")];
-        let ifs = [format!("{base}x"), format!("{base}y")];
-        for n in &ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-            ip(&["netns", "add", n]);
-        }
-        ip(&[
-            "link", "add", &ifs[0], "type", "veth", "peer", "name", &ifs[1],
-        ]);
-        for i in 0..2 {
-            ip(&["link", "set", &ifs[i], "netns", &ns[i]]);
-            let addr = format!("198.18.1.{}/24", i + 1);
-            for cmd in [
-                vec!["link", "set", "lo", "up"],
-                vec!["link", "set", &ifs[i], "mtu", &mtu],
-                vec!["addr", "add", &addr, "dev", &ifs[i]],
-                vec!["link", "set", &ifs[i], "up"],
-            ] {
-                let mut args = vec!["netns", "exec", &ns[i], "ip"];
-                args.extend(cmd);
-                let out = Command::new("ip")
-                    .args(&args)
-                    .output()
-                    .expect("ip netns exec");
-                assert!(
-                    out.status.success(),
-                    "{args:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
-        Pair { ns, ifs }
+        Pair(VethPair::new(tag, mtu).expect("namespaces and a veth pair (needs root)"))
     }
 
     /// Adds a netem qdisc; false if the kernel has no netem (no sch_netem).
     fn netem(&self, i: usize, spec: &str) -> bool {
-        let mut args = vec![
-            "netns",
-            "exec",
-            &self.ns[i],
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            &self.ifs[i],
-            "root",
-            "netem",
-        ];
+        let mut args = vec!["tc", "qdisc", "add", "dev", &self.ifs[i], "root", "netem"];
         args.extend(spec.split_whitespace());
-        let out = Command::new("ip").args(&args).output().expect("tc");
-        out.status.success()
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for n in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", n]).output();
-        }
+        self.exec(i, &args).is_ok()
     }
 }
 
@@ -114,10 +56,10 @@ enum Backend {
     Xdp(XdpMode),
 }
 
-/// A device in namespace `ns` on interface `ifname`, at 198.18.1.`n`, losing and reordering
+/// A device in the namespace at path `ns` on interface `ifname`, at 198.18.1.`n`, losing and reordering
 /// `loss_ppm` parts per million of what it sends.
 fn device(ns: &str, ifname: &str, n: u8, loss_ppm: u32, backend: Backend) -> Dev {
-    sys::enter_netns(&format!("/var/run/netns/{ns}")).expect("enter namespace");
+    sys::enter_netns(ns).expect("enter namespace");
     let (link, mac, mtu): (Box<dyn Link>, _, _) = match backend {
         Backend::Packet => {
             let l = AfPacket::open(ifname).expect("AF_PACKET");
@@ -165,7 +107,7 @@ fn traffic(
     let (to_b, from_a) = mpsc::channel::<Vec<Endpoint>>();
     let (ready_tx, ready) = mpsc::channel::<()>();
     let stop = Arc::new(AtomicBool::new(false));
-    let (ns_b, if_b) = (pair.ns[1].clone(), pair.ifs[1].clone());
+    let (ns_b, if_b) = (pair.path(1), pair.ifs[1].clone());
     let stop_b = Arc::clone(&stop);
     let responder = std::thread::spawn(move || {
         // Unreliable messages are not resent: only RC frames are lost on purpose.
@@ -238,7 +180,7 @@ fn traffic(
         dev.engine().counters().clone()
     });
 
-    let (ns_a, if_a) = (pair.ns[0].clone(), pair.ifs[0].clone());
+    let (ns_a, if_a) = (pair.path(0), pair.ifs[0].clone());
     let requester = std::thread::spawn(move || {
         let mut dev = device(&ns_a, &if_a, 1, loss_ppm, backend);
         let pd = dev.engine().alloc_pd(0).unwrap();
@@ -395,12 +337,10 @@ fn rc_uc_ud_between_namespaces_over_af_packet() {
 #[test]
 fn the_gid_table_follows_rxe_order() {
     let pair = Pair::new("g");
-    let (ns, ifname) = (pair.ns[0].clone(), pair.ifs[0].clone());
-    let out = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &ns,
+    let (ns, ifname) = (pair.path(0), pair.ifs[0].clone());
+    pair.exec(
+        0,
+        &[
             "ip",
             "addr",
             "add",
@@ -408,16 +348,11 @@ fn the_gid_table_follows_rxe_order() {
             "dev",
             &ifname,
             "nodad",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        ],
+    )
+    .unwrap();
     let table = std::thread::spawn(move || {
-        sys::enter_netns(&format!("/var/run/netns/{ns}")).unwrap();
+        sys::enter_netns(&ns).unwrap();
         softrnic_device::gid::table(&ifname).unwrap()
     })
     .join()

@@ -57,6 +57,8 @@ pub struct AfXdp {
     free: Vec<u64>,
     /// Received chunks to give back through the fill ring (it is consumed lazily).
     refill: Vec<u64>,
+    /// Frames pushed to the TX ring since the last kick.
+    unkicked: u32,
     /// A frame being assembled from several RX descriptors, and one being split into TX ones.
     rx_frame: Vec<u8>,
     tx_frame: Vec<u8>,
@@ -213,6 +215,7 @@ impl AfXdp {
             tx,
             free,
             refill: Vec::new(),
+            unkicked: 0,
             rx_frame: Vec::with_capacity(MAX_FRAME),
             tx_frame: vec![0; MAX_FRAME],
             mac,
@@ -247,7 +250,8 @@ impl AfXdp {
         unsafe { std::slice::from_raw_parts_mut(self.umem.as_ptr().add(addr as usize), len) }
     }
 
-    fn kick(&self) {
+    fn kick(&mut self) {
+        self.unkicked = 0;
         // SAFETY: an empty sendto on our socket: the kernel only looks at the TX ring.
         unsafe {
             libc::sendto(
@@ -301,8 +305,12 @@ impl Link for AfXdp {
                     };
                     self.tx.push(desc);
                 }
-                // Copy mode sends only on a kick (at most 32 frames per call).
-                self.kick();
+                // Copy mode sends only on a kick, which sends at most 32 frames: kick every
+                // 32, and when the caller next looks for received frames (end of a burst).
+                self.unkicked += 1;
+                if self.unkicked >= 32 {
+                    self.kick();
+                }
                 self.stats.tx += 1;
                 true
             }
@@ -313,6 +321,10 @@ impl Link for AfXdp {
     }
 
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        // Frames the kernel has not taken yet (it takes at most 32 per kick) get another kick.
+        if self.tx.free() < RING {
+            self.kick();
+        }
         self.reclaim();
         loop {
             let Some(desc) = self.rx.pop() else {
