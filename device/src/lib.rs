@@ -1,14 +1,15 @@
 //! The device: what turns the sans-IO engine into a network device on a plain NIC.
 //!
-//! Today it has the AF_PACKET backend ([`AfPacket`]), a frame [`Link`] that any engine in
-//! library mode can run over, and the [`gid`] table built from an interface's addresses. The
-//! AF_XDP backend, neighbour resolution, keeping the GID table in sync, and the daemon come
-//! next (issue 4).
+//! Today it has the frame backends, each a [`Link`] any engine in library mode can run over:
+//! [`AfXdp`] (the fast path) and [`AfPacket`] (the fallback); the [`gid`] table built from an
+//! interface's addresses; and [`neigh`]bour resolution through the kernel. Keeping the GID
+//! table in sync and the daemon come next (issue 4).
 //!
 //! [`Link`]: softrnic_emu_core::native::Link
 
 mod filter;
 pub mod gid;
+pub mod neigh;
 pub mod netns;
 pub mod packet;
 #[allow(unsafe_code)]

@@ -242,3 +242,54 @@ pub fn if_addrs(ifname: &str) -> io::Result<Vec<std::net::IpAddr>> {
     unsafe { libc::freeifaddrs(head) };
     Ok(out)
 }
+
+/// Sends one rtnetlink request and returns the reply's bytes: every message up to NLMSG_DONE
+/// for a dump, or the single answer (or error) otherwise.
+pub fn netlink(request: &[u8], dump: bool) -> io::Result<Vec<u8>> {
+    // SAFETY: no pointers; the descriptor is owned below.
+    let raw = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    let fd = check(raw)?;
+    // SAFETY: a fresh descriptor nobody else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `request` outlives the call and its length is passed.
+    let sent = unsafe { libc::send(fd.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let timeout = libc::timeval {
+        tv_sec: 2,
+        tv_usec: 0,
+    };
+    // SAFETY: `timeout` outlives the call and its size is passed.
+    check(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&raw const timeout).cast(),
+            size_of::<libc::timeval>() as u32,
+        )
+    })?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // SAFETY: `buf` outlives the call and its length is passed.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let chunk = &buf[..n as usize];
+        out.extend_from_slice(chunk);
+        // A dump ends with NLMSG_DONE (type 3); a single answer (or error, type 2) is whole.
+        let done = !dump || crate::neigh::messages(chunk).any(|(t, _)| t == 3 || t == 2);
+        if done || n == 0 {
+            return Ok(out);
+        }
+    }
+}

@@ -416,3 +416,60 @@ fn rc_uc_ud_between_namespaces_over_af_xdp_drv() {
     over_xdp("d", XdpMode::Drv, 9000);
     over_xdp("e", XdpMode::Drv, 1500);
 }
+
+#[test]
+fn neighbours_resolve_through_the_kernel_over_ipv4_and_ipv6() {
+    let pair = Pair::new("n");
+    pair.exec(
+        1,
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8::2/64",
+            "dev",
+            &pair.ifs[1],
+            "nodad",
+        ],
+    )
+    .unwrap();
+    pair.exec(
+        0,
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8::1/64",
+            "dev",
+            &pair.ifs[0],
+            "nodad",
+        ],
+    )
+    .unwrap();
+    let (ns_b, if_b) = (pair.path(1), pair.ifs[1].clone());
+    let peer_mac = std::thread::spawn(move || {
+        sys::enter_netns(&ns_b).unwrap();
+        AfPacket::open(&if_b).unwrap().mac()
+    })
+    .join()
+    .unwrap();
+    let ns_a = pair.path(0);
+    let found = std::thread::spawn(move || {
+        sys::enter_netns(&ns_a).unwrap();
+        let wait = Duration::from_secs(3);
+        [
+            softrnic_device::neigh::resolve("198.18.1.2".parse().unwrap(), wait),
+            softrnic_device::neigh::resolve("2001:db8::2".parse().unwrap(), wait),
+            softrnic_device::neigh::resolve(
+                "198.18.1.77".parse().unwrap(),
+                Duration::from_millis(300),
+            ),
+        ]
+    })
+    .join()
+    .unwrap();
+    assert_eq!(found[0].as_ref().unwrap(), &peer_mac);
+    assert_eq!(found[1].as_ref().unwrap(), &peer_mac);
+    let err = found[2].as_ref().unwrap_err().to_string();
+    assert!(err.contains("no ARP/ND answer from 198.18.1.77"), "{err}");
+}
