@@ -7,11 +7,14 @@
 //!
 //! [`Link`]: softrnic_emu_core::native::Link
 
+pub mod client;
+pub mod daemon;
 mod filter;
 pub mod gid;
 pub mod neigh;
 pub mod netns;
 pub mod packet;
+pub mod proto;
 #[allow(unsafe_code)]
 pub mod sys;
 #[allow(unsafe_code)]

@@ -293,3 +293,92 @@ pub fn netlink(request: &[u8], dump: bool) -> io::Result<Vec<u8>> {
         }
     }
 }
+
+/// The process id and user id at the other end of a Unix socket (SO_PEERCRED).
+pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32)> {
+    // SAFETY: ucred is plain data; all-zero is a valid value.
+    let mut cred: libc::ucred = unsafe { zeroed() };
+    let mut len = size_of::<libc::ucred>() as u32;
+    // SAFETY: `cred` and `len` outlive the call and `len` is its size.
+    check(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    })?;
+    Ok((cred.pid as u32, cred.uid))
+}
+
+/// Copies `dst.len()` bytes at `addr` in process `pid` into `dst` (process_vm_readv). Fails
+/// unless every byte was copied.
+pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr().cast(),
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: dst.len(),
+    };
+    // SAFETY: `local` describes `dst`, which outlives the call; the kernel checks `remote`
+    // against the other process's mappings.
+    let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else if n as usize != dst.len() {
+        Err(io::Error::from(io::ErrorKind::UnexpectedEof))
+    } else {
+        Ok(())
+    }
+}
+
+/// Copies `src` to `addr` in process `pid` (process_vm_writev). Fails unless every byte was
+/// copied.
+pub fn vm_write(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
+    let local = libc::iovec {
+        iov_base: src.as_ptr().cast_mut().cast(),
+        iov_len: src.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: src.len(),
+    };
+    // SAFETY: `local` describes `src`, which outlives the call and is only read; the kernel
+    // checks `remote` against the other process's mappings.
+    let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else if n as usize != src.len() {
+        Err(io::Error::from(io::ErrorKind::UnexpectedEof))
+    } else {
+        Ok(())
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes (poll(2)); returns how many are.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<usize> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `pfds` outlives the call and its length is passed.
+    let n = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as u64, timeout_ms) };
+    match check(n) {
+        Ok(n) => Ok(n as usize),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// This process's real user id.
+pub fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}

@@ -3,6 +3,7 @@
 /// A path MTU, numbered as `enum ibv_mtu` numbers them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u8)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Mtu {
     /// 256 bytes.
     M256 = 1,
@@ -48,6 +49,7 @@ impl Mtu {
 
 /// What `ibv_query_device` reports (the fields softrnic sets; the rest are zero).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DeviceAttr {
     /// Largest memory region, in bytes.
     pub max_mr_size: u64,
@@ -126,6 +128,7 @@ impl Default for DeviceAttr {
 /// A port's state, numbered as `enum ibv_port_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum PortState {
     /// The link is down.
     Down = 1,
@@ -135,6 +138,7 @@ pub enum PortState {
 
 /// What `ibv_query_port` reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PortAttr {
     /// The port's state.
     pub state: PortState,

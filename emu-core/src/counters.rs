@@ -4,6 +4,7 @@ macro_rules! counters {
     ($($(#[doc = $doc:literal])* $name:ident,)*) => {
         /// The engine's counters. Every drop and every recovery is counted somewhere.
         #[derive(Debug, Clone, Default, PartialEq, Eq)]
+        #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         pub struct Counters {
             $($(#[doc = $doc])* pub $name: u64,)*
         }

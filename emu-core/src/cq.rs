@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 #[allow(missing_docs)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum WcStatus {
     Success = 0,
     LocLenErr = 1,
@@ -28,6 +29,7 @@ pub enum WcStatus {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 #[allow(missing_docs)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum WcOpcode {
     Send = 0,
     RdmaWrite = 1,
@@ -49,6 +51,7 @@ pub const WC_WITH_INV: u32 = 8;
 
 /// A work completion, as `struct ibv_wc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Wc {
     /// The WR's ID.
     pub wr_id: u64,

@@ -45,6 +45,7 @@ pub struct Config {
 
 /// What `create_qp` needs, as `ibv_qp_init_attr`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpInit {
     /// The transport.
     pub qp_type: QpType,

@@ -3,6 +3,7 @@
 
 /// Something the application is told about outside the completion queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Event {
     /// An armed CQ got a completion (the completion channel fires).
     Completion {

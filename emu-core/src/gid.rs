@@ -6,6 +6,7 @@ use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// A 16-byte GID.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Gid(pub [u8; 16]);
 
 impl Gid {

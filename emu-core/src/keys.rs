@@ -9,6 +9,7 @@ use crate::rng::Rng;
 
 /// Access flags, numbered as `enum ibv_access_flags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Access(pub u32);
 
 impl Access {
@@ -60,6 +61,7 @@ pub enum KeyError {
 
 /// A memory window's type (IBA 10.6.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum MwType {
     /// Bound with `ibv_bind_mw`; invalidated only by rebinding or deallocation.
     Type1,

@@ -125,6 +125,7 @@ impl Srq {
 
 /// Queue sizes, as `ibv_qp_cap`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpCap {
     /// Send queue depth.
     pub max_send_wr: u32,

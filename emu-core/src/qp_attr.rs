@@ -9,6 +9,7 @@ use crate::{Result, VerbsError};
 /// A QP's transport service, numbered as `enum ibv_qp_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum QpType {
     /// Reliable Connected.
     Rc = 2,
@@ -21,6 +22,7 @@ pub enum QpType {
 /// A QP state, numbered as `enum ibv_qp_state`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum QpState {
     /// Created, or reset: nothing is processed.
     Reset = 0,
@@ -40,6 +42,7 @@ pub enum QpState {
 
 /// `ibv_qp_attr_mask` bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AttrMask(pub u32);
 
 #[allow(missing_docs)]
@@ -80,6 +83,7 @@ impl AttrMask {
 
 /// Attributes for `modify_qp`; only those named by the mask are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct QpAttr {
     /// The new state.
     pub qp_state: QpState,

@@ -6,6 +6,7 @@ use smoltcp::wire::EthernetAddress;
 
 /// A scatter/gather element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Sge {
     /// Start address.
     pub addr: u64,
@@ -18,6 +19,7 @@ pub struct Sge {
 /// Where packets go: the fields of an address handle, plus the next hop's MAC, which the
 /// device resolves (ARP/ND) before it hands the AH to the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct AddressHandle {
     /// Destination GID.
     pub dgid: Gid,
@@ -30,11 +32,29 @@ pub struct AddressHandle {
     /// IPv6 flow label.
     pub flow_label: u32,
     /// The next hop's MAC.
+    #[cfg_attr(feature = "serde", serde(with = "mac"))]
     pub dmac: EthernetAddress,
+}
+
+/// EthernetAddress as its six bytes.
+#[cfg(feature = "serde")]
+mod mac {
+    use smoltcp::wire::EthernetAddress;
+
+    pub fn serialize<S: serde::Serializer>(m: &EthernetAddress, s: S) -> Result<S::Ok, S::Error> {
+        serde::Serialize::serialize(&m.0, s)
+    }
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<EthernetAddress, D::Error> {
+        <[u8; 6] as serde::Deserialize>::deserialize(d).map(EthernetAddress)
+    }
 }
 
 /// The remote half of an RDMA operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Remote {
     /// Remote virtual address.
     pub addr: u64,
@@ -44,6 +64,7 @@ pub struct Remote {
 
 /// A memory window bind, carried by a BIND_MW work request (type 2) or `ibv_bind_mw` (type 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct MwBind {
     /// The window's current rkey.
     pub mw_rkey: u32,
@@ -61,6 +82,7 @@ pub struct MwBind {
 
 /// What a send work request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum SendOp {
     /// SEND.
     Send,
@@ -139,6 +161,7 @@ pub const SEND_INLINE: u32 = 8;
 
 /// The destination of a UD send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct UdDest {
     /// Address handle.
     pub ah: AddressHandle,
@@ -150,6 +173,7 @@ pub struct UdDest {
 
 /// A send work request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct SendWr {
     /// Returned in the completion.
     pub wr_id: u64,
@@ -165,6 +189,7 @@ pub struct SendWr {
 
 /// A receive work request.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct RecvWr {
     /// Returned in the completion.
     pub wr_id: u64,

@@ -243,6 +243,11 @@ impl AfXdp {
         self.mode
     }
 
+    /// The socket, for poll(2): readable when frames arrived.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
     fn chunk(&mut self, addr: u64, len: usize) -> &mut [u8] {
         assert!(addr as usize + len <= self.umem.len());
         // SAFETY: the chunk lies inside the UMEM, and we own it now: it is in no ring the

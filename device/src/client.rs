@@ -1,0 +1,274 @@
+//! A client of the daemon: one connection, one device context. The `softrnic` command and the
+//! tests use it; the ibverbs provider speaks the same protocol.
+
+use std::fmt;
+use std::io;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use softrnic_emu_core::{
+    Access, AttrMask, Counters, DeviceAttr, Gid, PortAttr, QpAttr, QpCap, QpInit, RecvWr, SendWr,
+    Wc,
+};
+
+use crate::proto::{self, DeviceInfo, Reply, Request, UpRequest};
+
+/// A refused call: the errno a provider would return, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    /// The errno.
+    pub errno: i32,
+    /// The daemon's explanation.
+    pub message: String,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (errno {})", self.message, self.errno)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error {
+            errno: e.raw_os_error().unwrap_or(libc::EIO),
+            message: format!("talking to the softrnic daemon: {e}"),
+        }
+    }
+}
+
+/// The result of a call.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A connection to the daemon.
+pub struct Client {
+    stream: UnixStream,
+    daemon_pid: u32,
+}
+
+fn unexpected(r: Reply) -> Error {
+    match r {
+        Reply::Error { errno, message } => Error { errno, message },
+        other => Error {
+            errno: libc::EPROTO,
+            message: format!("unexpected reply {other:?}"),
+        },
+    }
+}
+
+impl Client {
+    /// Connects to the daemon at `path`.
+    pub fn connect(path: &Path) -> Result<Client> {
+        let stream = UnixStream::connect(path).map_err(|e| Error {
+            errno: e.raw_os_error().unwrap_or(libc::ENOENT),
+            message: format!(
+                "no softrnic daemon at {} ({e}); start one with `softrnic up`",
+                path.display()
+            ),
+        })?;
+        let mut c = Client {
+            stream,
+            daemon_pid: 0,
+        };
+        match c.call(Request::Hello {
+            version: proto::VERSION,
+        })? {
+            Reply::Hello { pid, .. } => c.daemon_pid = pid,
+            r => return Err(unexpected(r)),
+        }
+        Ok(c)
+    }
+
+    /// The daemon's process id.
+    pub fn daemon_pid(&self) -> u32 {
+        self.daemon_pid
+    }
+
+    /// Sends one request and waits for its reply.
+    pub fn call(&mut self, req: Request) -> Result<Reply> {
+        proto::send(&mut self.stream, &req)?;
+        match proto::recv(&mut self.stream)? {
+            Some(Reply::Error { errno, message }) => Err(Error { errno, message }),
+            Some(r) => Ok(r),
+            None => Err(Error {
+                errno: libc::ECONNRESET,
+                message: "the daemon closed the connection".into(),
+            }),
+        }
+    }
+
+    fn ok(&mut self, req: Request) -> Result<()> {
+        match self.call(req)? {
+            Reply::Ok => Ok(()),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    fn handle(&mut self, req: Request) -> Result<u32> {
+        match self.call(req)? {
+            Reply::Handle(h) => Ok(h),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Every device.
+    pub fn devices(&mut self) -> Result<Vec<DeviceInfo>> {
+        match self.call(Request::ListDevices)? {
+            Reply::Devices(d) => Ok(d),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Adds a device and returns it.
+    pub fn up(&mut self, req: UpRequest) -> Result<DeviceInfo> {
+        match self.call(Request::Up(req))? {
+            Reply::Devices(mut d) if d.len() == 1 => Ok(d.remove(0)),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Removes a device.
+    pub fn down(&mut self, name: &str) -> Result<()> {
+        self.ok(Request::Down { name: name.into() })
+    }
+
+    /// A device's counters.
+    pub fn counters(&mut self, name: &str) -> Result<Counters> {
+        match self.call(Request::Counters { name: name.into() })? {
+            Reply::Counters(c) => Ok(c),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Makes this connection a context of device `name`.
+    pub fn open(&mut self, name: &str) -> Result<()> {
+        self.ok(Request::Open { name: name.into() })
+    }
+
+    /// `ibv_query_device`.
+    pub fn query_device(&mut self) -> Result<DeviceAttr> {
+        match self.call(Request::QueryDevice)? {
+            Reply::Device(d) => Ok(d),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `ibv_query_port`.
+    pub fn query_port(&mut self) -> Result<PortAttr> {
+        match self.call(Request::QueryPort)? {
+            Reply::Port(p) => Ok(p),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// The GID table.
+    pub fn gids(&mut self) -> Result<Vec<Gid>> {
+        match self.call(Request::QueryGids)? {
+            Reply::Gids(g) => Ok(g),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&mut self) -> Result<u32> {
+        self.handle(Request::AllocPd)
+    }
+
+    /// `ibv_dealloc_pd`.
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<()> {
+        self.ok(Request::DeallocPd(pd))
+    }
+
+    /// `ibv_reg_mr` of `len` bytes at `addr` in this process.
+    pub fn reg_mr(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Result<u32> {
+        self.handle(Request::RegMr {
+            pd,
+            addr,
+            len,
+            access,
+        })
+    }
+
+    /// `ibv_dereg_mr`.
+    pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
+        self.ok(Request::DeregMr(key))
+    }
+
+    /// `ibv_create_cq`.
+    pub fn create_cq(&mut self, cqe: u32) -> Result<u32> {
+        self.handle(Request::CreateCq { cqe })
+    }
+
+    /// `ibv_destroy_cq`.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<()> {
+        self.ok(Request::DestroyCq(cq))
+    }
+
+    /// `ibv_create_qp`; returns the QP number.
+    pub fn create_qp(&mut self, pd: u32, init: QpInit) -> Result<u32> {
+        self.handle(Request::CreateQp { pd, init })
+    }
+
+    /// `ibv_modify_qp` (the daemon resolves the address handle's MAC).
+    pub fn modify_qp(&mut self, qpn: u32, attr: QpAttr, mask: AttrMask) -> Result<()> {
+        self.ok(Request::ModifyQp { qpn, attr, mask })
+    }
+
+    /// `ibv_query_qp`.
+    pub fn query_qp(&mut self, qpn: u32) -> Result<(QpAttr, QpCap)> {
+        match self.call(Request::QueryQp(qpn))? {
+            Reply::Qp(a, c) => Ok((a, c)),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `ibv_destroy_qp`.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        self.ok(Request::DestroyQp(qpn))
+    }
+
+    fn posted(&mut self, req: Request) -> Result<()> {
+        match self.call(req)? {
+            Reply::Ok => Ok(()),
+            Reply::Posted { accepted, errno } => Err(Error {
+                errno,
+                message: format!("work request {accepted} refused"),
+            }),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `ibv_post_send`.
+    pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
+        self.posted(Request::PostSend { qpn, wrs })
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&mut self, qpn: u32, wrs: Vec<RecvWr>) -> Result<()> {
+        self.posted(Request::PostRecv { qpn, wrs })
+    }
+
+    /// `ibv_poll_cq`.
+    pub fn poll_cq(&mut self, cq: u32, max: u32) -> Result<Vec<Wc>> {
+        match self.call(Request::PollCq { cq, max })? {
+            Reply::Completions(c) => Ok(c),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Polls `cq` until `n` completions arrived or `timeout` passed.
+    pub fn wait(&mut self, cq: u32, n: usize, timeout: std::time::Duration) -> Result<Vec<Wc>> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut out = Vec::new();
+        while out.len() < n && std::time::Instant::now() < deadline {
+            let got = self.poll_cq(cq, (n - out.len()) as u32)?;
+            if got.is_empty() {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            out.extend(got);
+        }
+        Ok(out)
+    }
+}

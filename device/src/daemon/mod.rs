@@ -1,0 +1,507 @@
+//! The daemon: it is the NIC. It owns the backends, one engine per device (so the QPN space,
+//! GID table and timers), and serves programs over a Unix socket: each connection is a device
+//! context whose objects belong to it and are freed when it closes, however the program ends.
+//!
+//! One thread runs everything: client requests, frames in and out, timers. It polls while
+//! there is work, spins briefly after it, then sleeps in poll(2) until a socket is readable or
+//! the next engine timer is due, so it does not starve the programs it serves on a small
+//! machine.
+
+mod context;
+mod memory;
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant as StdInstant};
+
+use softrnic_emu_core::native::Link;
+use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant, MAX_FRAME};
+use softrnic_wire::EthernetAddress;
+
+use crate::proto::{self, BackendKind, DeviceInfo, UpRequest};
+use crate::{AfPacket, AfXdp, XdpMode, gid, neigh, sys};
+pub use memory::ProcessMemory;
+
+use context::Context;
+
+/// How long the loop keeps polling after the last work before it sleeps.
+const SPIN: Duration = Duration::from_micros(200);
+/// The longest sleep, so a stop request is seen.
+const MAX_SLEEP_MS: i32 = 50;
+
+/// The socket path: `$SOFTRNIC_SOCKET`, else /run/softrnic.sock for root, else
+/// `$XDG_RUNTIME_DIR/softrnic.sock`, else /tmp/softrnic-UID.sock.
+pub fn default_socket() -> PathBuf {
+    if let Some(p) = std::env::var_os("SOFTRNIC_SOCKET") {
+        return p.into();
+    }
+    let uid = sys::uid();
+    if uid == 0 {
+        return "/run/softrnic.sock".into();
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) => Path::new(&d).join("softrnic.sock"),
+        None => format!("/tmp/softrnic-{uid}.sock").into(),
+    }
+}
+
+/// How a device reaches the wire.
+enum Wire {
+    Packet(Box<AfPacket>),
+    Xdp(Box<AfXdp>),
+    /// No wire: only other devices of this daemon.
+    Local,
+}
+
+impl Wire {
+    fn link(&mut self) -> Option<&mut dyn Link> {
+        match self {
+            Wire::Packet(l) => Some(l.as_mut()),
+            Wire::Xdp(l) => Some(l.as_mut()),
+            Wire::Local => None,
+        }
+    }
+
+    fn fd(&self) -> Option<i32> {
+        match self {
+            Wire::Packet(l) => Some(l.fd().as_raw_fd()),
+            Wire::Xdp(l) => Some(l.fd().as_raw_fd()),
+            Wire::Local => None,
+        }
+    }
+}
+
+/// A device: an engine on a wire.
+struct Device {
+    info: DeviceInfo,
+    engine: Engine<ProcessMemory>,
+    wire: Wire,
+    /// Next hops already resolved, by destination GID.
+    neighbours: HashMap<Gid, [u8; 6]>,
+}
+
+/// The daemon's state.
+pub struct Daemon {
+    listener: UnixListener,
+    path: PathBuf,
+    devices: Vec<Option<Device>>,
+    contexts: Vec<Option<Context>>,
+    next_space: u32,
+    uid: u32,
+    epoch: StdInstant,
+    frame: Vec<u8>,
+}
+
+/// Runs `f` in a thread that has entered network namespace `netns` (if any): sockets opened
+/// there belong to that namespace.
+fn in_netns<T: Send + 'static>(
+    netns: Option<&str>,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let Some(ns) = netns.map(str::to_owned) else {
+        return f();
+    };
+    std::thread::spawn(move || {
+        sys::enter_netns(&ns).map_err(|e| io::Error::new(e.kind(), format!("{ns}: {e}")))?;
+        f()
+    })
+    .join()
+    .map_err(|_| io::Error::other("a namespace thread panicked"))?
+}
+
+impl Daemon {
+    /// Listens at `path` (replacing a stale socket, refusing a live one).
+    pub fn bind(path: &Path) -> io::Result<Daemon> {
+        if UnixStream::connect(path).is_ok() {
+            return Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                format!("a daemon already serves {}", path.display()),
+            ));
+        }
+        let _ = std::fs::remove_file(path);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let listener = UnixListener::bind(path)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        listener.set_nonblocking(true)?;
+        Ok(Daemon {
+            listener,
+            path: path.to_owned(),
+            devices: Vec::new(),
+            contexts: Vec::new(),
+            next_space: 1,
+            uid: sys::uid(),
+            epoch: StdInstant::now(),
+            frame: vec![0; MAX_FRAME],
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Serves until `stop` is set.
+    pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut last_work = StdInstant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let mut busy = self.accept();
+            busy |= self.serve();
+            busy |= self.pump();
+            if busy {
+                last_work = StdInstant::now();
+                continue;
+            }
+            if last_work.elapsed() < SPIN {
+                std::thread::yield_now();
+                continue;
+            }
+            let mut fds = vec![self.listener.as_raw_fd()];
+            fds.extend(self.contexts.iter().flatten().map(|c| c.stream.as_raw_fd()));
+            fds.extend(self.devices.iter().flatten().filter_map(|d| d.wire.fd()));
+            let now = self.now();
+            let next = self
+                .devices
+                .iter()
+                .flatten()
+                .filter_map(|d| d.engine.poll_timeout())
+                .min();
+            let wait = next.map_or(MAX_SLEEP_MS, |t| {
+                let ms = t.saturating_since(now).as_micros().div_ceil(1000);
+                (ms as i32).min(MAX_SLEEP_MS)
+            });
+            sys::poll_readable(&fds, wait)?;
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self) -> bool {
+        let mut any = false;
+        while let Ok((stream, _)) = self.listener.accept() {
+            any = true;
+            let Ok((pid, uid)) = sys::peer_cred(stream.as_raw_fd()) else {
+                continue;
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let space = self.next_space;
+            self.next_space += 1;
+            let ctx = Context::new(stream, pid, uid, space);
+            match self.contexts.iter().position(Option::is_none) {
+                Some(i) => self.contexts[i] = Some(ctx),
+                None => self.contexts.push(Some(ctx)),
+            }
+        }
+        any
+    }
+
+    /// Reads and answers every complete request; closes contexts whose program has gone.
+    fn serve(&mut self) -> bool {
+        let mut any = false;
+        for i in 0..self.contexts.len() {
+            let Some(ctx) = self.contexts[i].as_mut() else {
+                continue;
+            };
+            let mut chunk = [0u8; 64 * 1024];
+            let mut closed = false;
+            loop {
+                match ctx.stream.read(&mut chunk) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => ctx.inbuf.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
+                }
+            }
+            while let Some(body) = self.contexts[i].as_mut().and_then(Context::next_message) {
+                any = true;
+                let reply = match body {
+                    Ok(req) => self.handle(i, req),
+                    Err(e) => proto::Reply::Error {
+                        errno: libc::EINVAL,
+                        message: format!("bad request: {e}"),
+                    },
+                };
+                let ctx = self.contexts[i].as_mut().expect("still open");
+                if proto::send(&mut ctx.stream, &reply).is_err() {
+                    closed = true;
+                    break;
+                }
+            }
+            if closed {
+                any = true;
+                self.close(i);
+            }
+        }
+        any
+    }
+
+    /// Frees everything a context owns: its program exited, crashed or closed the device.
+    fn close(&mut self, i: usize) {
+        let Some(ctx) = self.contexts[i].take() else {
+            return;
+        };
+        if let Some(dev) = ctx.device.and_then(|d| self.devices[d].as_mut()) {
+            ctx.release(&mut dev.engine);
+            dev.engine.memory_mut().detach(ctx.space);
+            dev.info.contexts = dev.info.contexts.saturating_sub(1);
+        }
+    }
+
+    /// Moves frames: from each wire into its engine, through the timers, and from each engine
+    /// to the wire or, for another device of this daemon, straight to its engine.
+    fn pump(&mut self) -> bool {
+        let now = self.now();
+        let mut any = false;
+        for d in 0..self.devices.len() {
+            let Some(dev) = self.devices[d].as_mut() else {
+                continue;
+            };
+            let engine = &mut dev.engine;
+            if let Some(link) = dev.wire.link() {
+                while link.receive(&mut |f| engine.handle_packet(now, f)) {
+                    any = true;
+                }
+            }
+            if engine.poll_timeout().is_some_and(|t| t <= now) {
+                engine.handle_timeout(now);
+                any = true;
+            }
+            loop {
+                let dev = self.devices[d].as_mut().expect("present");
+                let Some(n) = dev.engine.poll_transmit(now, &mut self.frame) else {
+                    break;
+                };
+                any = true;
+                let dst = &self.frame[..6];
+                let local = self
+                    .devices
+                    .iter()
+                    .position(|o| o.as_ref().is_some_and(|o| o.info.mac == dst));
+                match local {
+                    // Same-host traffic never touches the wire.
+                    Some(to) => {
+                        let target = self.devices[to].as_mut().expect("present");
+                        target.engine.handle_packet(now, &self.frame[..n]);
+                    }
+                    None => {
+                        let dev = self.devices[d].as_mut().expect("present");
+                        let frame = &self.frame[..n];
+                        if let Some(link) = dev.wire.link() {
+                            link.transmit(&mut |buf: &mut [u8]| {
+                                buf[..frame.len()].copy_from_slice(frame);
+                                Some(frame.len())
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    fn device_index(&self, name: &str) -> Option<usize> {
+        self.devices
+            .iter()
+            .position(|d| d.as_ref().is_some_and(|d| d.info.name == name))
+    }
+
+    /// Adds a device (`softrnic up`).
+    fn up(&mut self, req: &UpRequest) -> io::Result<String> {
+        let n = self
+            .devices
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(self.devices.len());
+        let name = format!("srnic{n}");
+        let (wire, backend, reason, mac, mtu, gids) = match &req.netdev {
+            None => {
+                if req.backend.is_some_and(|b| b != BackendKind::Local) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "a wire backend needs --netdev",
+                    ));
+                }
+                let mac = [0x02, 0x53, 0x52, 0x4e, 0x00, n as u8];
+                let gid = Gid::from(std::net::Ipv4Addr::new(198, 19, 255, n as u8 + 1));
+                let why = "no interface: only devices of this daemon are reachable".to_owned();
+                (Wire::Local, BackendKind::Local, why, mac, 9000, vec![gid])
+            }
+            Some(ifname) => self.open_wire(ifname, req)?,
+        };
+        let config = Config {
+            seed: u64::from(std::process::id()) << 16 | n as u64,
+            mac: EthernetAddress(mac),
+            gids: gids.clone(),
+            eth_mtu: mtu,
+            device: DeviceAttr::default(),
+        };
+        let dev = Device {
+            info: DeviceInfo {
+                name: name.clone(),
+                netdev: req.netdev.clone(),
+                netns: req.netns.clone(),
+                backend,
+                backend_reason: reason,
+                mac,
+                gids,
+                objects: [0; 4],
+                contexts: 0,
+            },
+            engine: Engine::new(config, ProcessMemory::default()),
+            wire,
+            neighbours: HashMap::new(),
+        };
+        if n == self.devices.len() {
+            self.devices.push(Some(dev));
+        } else {
+            self.devices[n] = Some(dev);
+        }
+        Ok(name)
+    }
+
+    /// Opens the backend on `ifname`: the one asked for, or the best that works, saying why.
+    #[allow(clippy::type_complexity)]
+    fn open_wire(
+        &self,
+        ifname: &str,
+        req: &UpRequest,
+    ) -> io::Result<(Wire, BackendKind, String, [u8; 6], u32, Vec<Gid>)> {
+        let order: &[BackendKind] = match req.backend {
+            Some(b) => &[b][..],
+            None => &[
+                BackendKind::XdpDrv,
+                BackendKind::XdpSkb,
+                BackendKind::Packet,
+            ],
+        };
+        let mut failures = Vec::new();
+        for &kind in order {
+            let name = ifname.to_owned();
+            let opened = in_netns(req.netns.as_deref(), move || {
+                let gids = gid::table(&name)?;
+                let wire = match kind {
+                    BackendKind::XdpDrv => Wire::Xdp(Box::new(AfXdp::open(&name, XdpMode::Drv)?)),
+                    BackendKind::XdpSkb => Wire::Xdp(Box::new(AfXdp::open(&name, XdpMode::Skb)?)),
+                    BackendKind::Packet => Wire::Packet(Box::new(AfPacket::open(&name)?)),
+                    BackendKind::Local => Wire::Local,
+                };
+                Ok((wire, gids))
+            });
+            match opened {
+                Ok((wire, gids)) => {
+                    let (mac, mtu) = match &wire {
+                        Wire::Packet(l) => (l.mac(), l.mtu()),
+                        Wire::Xdp(l) => (l.mac(), l.mtu()),
+                        Wire::Local => ([0x02, 0x53, 0x52, 0x4e, 0xff, 0], 9000),
+                    };
+                    let reason = if failures.is_empty() {
+                        format!("{kind:?} as asked")
+                    } else {
+                        format!("{kind:?}, after {}", failures.join("; "))
+                    };
+                    if gids.is_empty() {
+                        return Err(io::Error::new(
+                            io::ErrorKind::AddrNotAvailable,
+                            format!("{ifname} has no IP address, so no GID"),
+                        ));
+                    }
+                    return Ok((wire, kind, reason, mac, mtu, gids));
+                }
+                Err(e) => failures.push(format!("{kind:?} failed: {e}")),
+            }
+        }
+        Err(io::Error::other(failures.join("; ")))
+    }
+
+    /// The MAC to reach `gid` from device `d`: another device of this daemon, a cached
+    /// neighbour, or the kernel's answer (in the device's namespace).
+    fn resolve(&mut self, d: usize, gid: Gid) -> io::Result<[u8; 6]> {
+        if let Some(dev) = self
+            .devices
+            .iter()
+            .flatten()
+            .find(|o| o.info.gids.contains(&gid))
+        {
+            return Ok(dev.info.mac);
+        }
+        let dev = self.devices[d].as_mut().ok_or(io::ErrorKind::NotFound)?;
+        if let Some(mac) = dev.neighbours.get(&gid) {
+            return Ok(*mac);
+        }
+        if matches!(dev.wire, Wire::Local) {
+            return Err(io::Error::new(
+                io::ErrorKind::HostUnreachable,
+                format!(
+                    "{gid} is not a device of this daemon, and {} has no wire",
+                    dev.info.name
+                ),
+            ));
+        }
+        let ip = gid.to_ip();
+        let mac = in_netns(dev.info.netns.as_deref(), move || {
+            neigh::resolve(ip, Duration::from_secs(1))
+        })?;
+        dev.neighbours.insert(gid, mac);
+        Ok(mac)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Starts a daemon on its own thread (for tests and `softrnic exec`); it stops when the handle
+/// is dropped.
+pub struct Running {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<io::Result<()>>>,
+    path: PathBuf,
+}
+
+impl Running {
+    /// Binds `path` and serves it on a new thread.
+    pub fn start(path: &Path) -> io::Result<Running> {
+        let mut daemon = Daemon::bind(path)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || daemon.run(&flag));
+        Ok(Running {
+            stop,
+            thread: Some(thread),
+            path: path.to_owned(),
+        })
+    }
+
+    /// The socket path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

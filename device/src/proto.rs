@@ -1,0 +1,286 @@
+//! The daemon's control protocol: requests and replies over a Unix stream socket, each a
+//! bincode message behind a 4-byte little-endian length. One connection is one device context
+//! (as `ibv_open_device` gives one): the objects it creates belong to it and die with it.
+
+use std::io::{self, Read, Write};
+
+use serde::{Deserialize, Serialize};
+use softrnic_emu_core::{
+    Access, AttrMask, Counters, DeviceAttr, Gid, PortAttr, QpAttr, QpCap, QpInit, RecvWr, SendWr,
+    Wc,
+};
+
+/// The protocol's version; a client and daemon of different versions refuse each other.
+pub const VERSION: u32 = 1;
+
+/// The longest message accepted (a batch of work requests with inline data fits).
+pub const MAX_MESSAGE: usize = 16 << 20;
+
+/// Which backend a device uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BackendKind {
+    /// AF_XDP in generic mode.
+    XdpSkb,
+    /// AF_XDP in native mode.
+    XdpDrv,
+    /// AF_PACKET.
+    Packet,
+    /// No wire: only devices of this daemon are reachable.
+    Local,
+}
+
+/// What `softrnic up` asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpRequest {
+    /// The interface, or none for a local device.
+    pub netdev: Option<String>,
+    /// The backend; `None` picks the best that works (AF_XDP DRV, SKB, then AF_PACKET).
+    pub backend: Option<BackendKind>,
+    /// The network namespace the interface is in (a path such as /var/run/netns/NAME).
+    pub netns: Option<String>,
+}
+
+/// A device as `softrnic status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// Its name, e.g. `srnic0`.
+    pub name: String,
+    /// The interface it runs on, if any.
+    pub netdev: Option<String>,
+    /// The namespace, if not the daemon's own.
+    pub netns: Option<String>,
+    /// The backend in use.
+    pub backend: BackendKind,
+    /// Why that backend (e.g. which one failed first).
+    pub backend_reason: String,
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// Its GID table.
+    pub gids: Vec<Gid>,
+    /// Object counts: PDs, MRs, CQs, QPs.
+    pub objects: [u32; 4],
+    /// Contexts open on it.
+    pub contexts: u32,
+}
+
+/// A request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Request {
+    /// The first message: the client's protocol version.
+    Hello {
+        /// [`VERSION`].
+        version: u32,
+    },
+    /// Every device.
+    ListDevices,
+    /// Adds a device.
+    Up(UpRequest),
+    /// Removes a device (its contexts are closed).
+    Down {
+        /// Its name.
+        name: String,
+    },
+    /// Makes this connection a context of the device.
+    Open {
+        /// Its name.
+        name: String,
+    },
+    /// `ibv_query_device`.
+    QueryDevice,
+    /// `ibv_query_port`.
+    QueryPort,
+    /// The GID table.
+    QueryGids,
+    /// The device's counters.
+    Counters {
+        /// Its name.
+        name: String,
+    },
+    /// `ibv_alloc_pd`.
+    AllocPd,
+    /// `ibv_dealloc_pd`.
+    DeallocPd(u32),
+    /// `ibv_reg_mr` over the client's own memory.
+    RegMr {
+        /// The PD.
+        pd: u32,
+        /// Start address in the client.
+        addr: u64,
+        /// Length.
+        len: u64,
+        /// Access flags.
+        access: Access,
+    },
+    /// `ibv_dereg_mr`.
+    DeregMr(u32),
+    /// `ibv_create_cq`.
+    CreateCq {
+        /// Capacity.
+        cqe: u32,
+    },
+    /// `ibv_destroy_cq`.
+    DestroyCq(u32),
+    /// `ibv_req_notify_cq`.
+    ReqNotifyCq {
+        /// The CQ.
+        cq: u32,
+        /// Only solicited completions.
+        solicited: bool,
+    },
+    /// `ibv_create_qp`.
+    CreateQp {
+        /// The PD.
+        pd: u32,
+        /// The attributes.
+        init: QpInit,
+    },
+    /// `ibv_modify_qp`.
+    ModifyQp {
+        /// The QP.
+        qpn: u32,
+        /// The attributes.
+        attr: QpAttr,
+        /// Which attributes.
+        mask: AttrMask,
+    },
+    /// `ibv_query_qp`.
+    QueryQp(u32),
+    /// `ibv_destroy_qp`.
+    DestroyQp(u32),
+    /// `ibv_post_send`.
+    PostSend {
+        /// The QP.
+        qpn: u32,
+        /// The work requests, in order.
+        wrs: Vec<SendWr>,
+    },
+    /// `ibv_post_recv`.
+    PostRecv {
+        /// The QP.
+        qpn: u32,
+        /// The work requests, in order.
+        wrs: Vec<RecvWr>,
+    },
+    /// `ibv_poll_cq`.
+    PollCq {
+        /// The CQ.
+        cq: u32,
+        /// At most this many.
+        max: u32,
+    },
+}
+
+/// A reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Done.
+    Ok,
+    /// The call failed with this errno (as a provider returns it) and an explanation.
+    Error {
+        /// The errno.
+        errno: i32,
+        /// Why.
+        message: String,
+    },
+    /// Hello back: the daemon's version and process id.
+    Hello {
+        /// [`VERSION`].
+        version: u32,
+        /// The daemon's pid (for `prctl(PR_SET_PTRACER)`).
+        pid: u32,
+    },
+    /// A new object's handle (PD, MR key, CQ, QP number).
+    Handle(u32),
+    /// Devices.
+    Devices(Vec<DeviceInfo>),
+    /// Device attributes.
+    Device(DeviceAttr),
+    /// Port attributes.
+    Port(PortAttr),
+    /// GIDs.
+    Gids(Vec<Gid>),
+    /// Counters.
+    Counters(Counters),
+    /// A QP's attributes.
+    Qp(QpAttr, QpCap),
+    /// Some work requests were refused: how many were posted before, and why.
+    Posted {
+        /// WRs accepted.
+        accepted: u32,
+        /// The errno for the first refused one.
+        errno: i32,
+    },
+    /// Completions.
+    Completions(Vec<Wc>),
+}
+
+/// Writes one message.
+pub fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+    let body = bincode::serialize(msg).map_err(io::Error::other)?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)
+}
+
+/// Reads one message; `None` at a clean end of stream.
+pub fn recv<T: for<'de> Deserialize<'de>>(r: &mut impl Read) -> io::Result<Option<T>> {
+    let mut len = [0u8; 4];
+    match r.read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "message too long",
+        ));
+    }
+    let mut body = vec![0; len];
+    r.read_exact(&mut body)?;
+    decode(&body).map(Some)
+}
+
+/// Decodes a message body, refusing trailing bytes and oversized collections.
+pub fn decode<T: for<'de> Deserialize<'de>>(body: &[u8]) -> io::Result<T> {
+    use bincode::Options;
+    bincode::DefaultOptions::new()
+        .with_fixint_encoding()
+        .with_limit(MAX_MESSAGE as u64)
+        .reject_trailing_bytes()
+        .deserialize(body)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_garbage() {
+        let req = Request::RegMr {
+            pd: 1,
+            addr: 0x1000,
+            len: 64,
+            access: Access::LOCAL_WRITE,
+        };
+        let mut buf = Vec::new();
+        send(&mut buf, &req).unwrap();
+        let back: Request = recv(&mut &buf[..]).unwrap().unwrap();
+        assert_eq!(back, req);
+        assert!(recv::<Request>(&mut &[][..]).unwrap().is_none());
+        // A huge length is refused before allocating.
+        let mut huge = u32::MAX.to_le_bytes().to_vec();
+        huge.extend_from_slice(&[0; 8]);
+        assert!(recv::<Request>(&mut &huge[..]).is_err());
+        // Random bodies decode to an error or a value, never a panic.
+        for seed in 0..2000u32 {
+            let body: Vec<u8> = (0..(seed % 40))
+                .map(|i| (seed.wrapping_mul(2_654_435_761) >> (i % 24)) as u8)
+                .collect();
+            let _ = decode::<Request>(&body);
+        }
+    }
+}
