@@ -1,14 +1,25 @@
 //! The GID table of a port, built from its interface's addresses in the order kernel rxe builds
 //! it (the kernel's roce_gid_mgmt: the default GID from the IPv6 link-local address first,
 //! then the addresses as the kernel lists them, IPv4 as IPv4-mapped GIDs), so scripts written
-//! for rxe's GID indexes (`-g 1`, `-x 1`) pick the same address on softrnic.
+//! for rxe's GID indexes (`-g 1`, `-x 1`) pick the same address on softrnic. A [`Watch`] keeps
+//! it in sync as addresses come and go.
 
 use std::io;
 use std::net::IpAddr;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use softrnic_emu_core::Gid;
 
+use crate::netlink::{attrs, ip_from, messages, request};
 use crate::sys;
+
+const RTM_NEWADDR: u16 = 20;
+const RTM_GETADDR: u16 = 22;
+const NLM_F_DUMP: u16 = 0x300;
+const IFA_ADDRESS: u16 = 1;
+const IFA_LOCAL: u16 = 2;
+/// The multicast groups of address changes: RTMGRP_IPV4_IFADDR and RTMGRP_IPV6_IFADDR.
+const ADDRESS_GROUPS: u32 = 0x10 | 0x100;
 
 /// The GIDs for `addrs`: IPv6 link-local first, then the IPv4 addresses, then the other IPv6
 /// ones, each group in the order given.
@@ -24,9 +35,76 @@ pub fn order(addrs: &[IpAddr]) -> Vec<Gid> {
         .collect()
 }
 
+/// The addresses of interface `ifindex`, as an RTM_GETADDR dump on `fd` lists them.
+fn addresses(fd: &OwnedFd, ifindex: u32) -> io::Result<Vec<IpAddr>> {
+    // struct ifaddrmsg: family (any), prefix length, flags, scope, index.
+    let body = [0u8; 8];
+    let reply = sys::netlink_on(fd, &request(RTM_GETADDR, NLM_F_DUMP, &body), true)?;
+    let mut out = Vec::new();
+    for (kind, body) in messages(&reply) {
+        if kind != RTM_NEWADDR || body.len() < 8 {
+            continue;
+        }
+        if u32::from_ne_bytes(body[4..8].try_into().unwrap_or([0; 4])) != ifindex {
+            continue;
+        }
+        // IPv4 names its own address IFA_LOCAL (IFA_ADDRESS is the peer's on point-to-point
+        // links); IPv6 has only IFA_ADDRESS.
+        let (mut local, mut address) = (None, None);
+        for (t, data) in attrs(body, 8) {
+            match t {
+                IFA_LOCAL => local = ip_from(data),
+                IFA_ADDRESS => address = ip_from(data),
+                _ => {}
+            }
+        }
+        out.extend(local.or(address));
+    }
+    Ok(out)
+}
+
 /// The GID table of interface `ifname` in this thread's network namespace.
 pub fn table(ifname: &str) -> io::Result<Vec<Gid>> {
-    Ok(order(&sys::if_addrs(ifname)?))
+    let ifindex = sys::if_index(ifname)?;
+    Ok(order(&addresses(&sys::netlink_socket(0)?, ifindex)?))
+}
+
+/// Keeps a GID table in sync: its sockets belong to the interface's namespace (open it there),
+/// and work from any thread afterwards.
+pub struct Watch {
+    ifindex: u32,
+    query: OwnedFd,
+    events: OwnedFd,
+}
+
+impl Watch {
+    /// Watches interface `ifname` in this thread's network namespace.
+    pub fn open(ifname: &str) -> io::Result<Watch> {
+        Ok(Watch {
+            ifindex: sys::if_index(ifname)?,
+            query: sys::netlink_socket(0)?,
+            events: sys::netlink_socket(ADDRESS_GROUPS)?,
+        })
+    }
+
+    /// Readable when an address changed, for poll(2).
+    pub fn fd(&self) -> RawFd {
+        self.events.as_raw_fd()
+    }
+
+    /// The table now.
+    pub fn table(&self) -> io::Result<Vec<Gid>> {
+        Ok(order(&addresses(&self.query, self.ifindex)?))
+    }
+
+    /// The new table if an address changed since the last call.
+    pub fn changed(&self) -> Option<Vec<Gid>> {
+        if sys::drain(&self.events) {
+            self.table().ok()
+        } else {
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ pub mod daemon;
 mod filter;
 pub mod gid;
 pub mod neigh;
+mod netlink;
 pub mod netns;
 pub mod packet;
 pub mod proto;

@@ -203,79 +203,61 @@ pub fn enter_netns(path: &str) -> io::Result<()> {
     Ok(())
 }
 
-/// The IP addresses of interface `ifname` in this thread's network namespace (getifaddrs), in
-/// the kernel's order.
-pub fn if_addrs(ifname: &str) -> io::Result<Vec<std::net::IpAddr>> {
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list head we free below.
-    check(unsafe { libc::getifaddrs(&raw mut head) })?;
-    let mut out = Vec::new();
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, alive until freeifaddrs.
-        let ifa = unsafe { &*cur };
-        cur = ifa.ifa_next;
-        if ifa.ifa_addr.is_null() || ifa.ifa_name.is_null() {
-            continue;
-        }
-        // SAFETY: ifa_name is a NUL-terminated string owned by the list.
-        let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-        if name.to_bytes() != ifname.as_bytes() {
-            continue;
-        }
-        // SAFETY: ifa_addr points to a sockaddr whose family says which struct it is.
-        match i32::from(unsafe { (*ifa.ifa_addr).sa_family }) {
-            libc::AF_INET => {
-                // SAFETY: an AF_INET sockaddr is a sockaddr_in.
-                let sin = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in>() };
-                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)).into());
-            }
-            libc::AF_INET6 => {
-                // SAFETY: an AF_INET6 sockaddr is a sockaddr_in6.
-                let sin6 = unsafe { &*ifa.ifa_addr.cast::<libc::sockaddr_in6>() };
-                out.push(std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr).into());
-            }
-            _ => {}
-        }
-    }
-    // SAFETY: `head` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(head) };
-    Ok(out)
-}
-
-/// Sends one rtnetlink request and returns the reply's bytes: every message up to NLMSG_DONE
-/// for a dump, or the single answer (or error) otherwise.
-pub fn netlink(request: &[u8], dump: bool) -> io::Result<Vec<u8>> {
+/// An rtnetlink socket in this thread's network namespace, subscribed to the multicast
+/// `groups` (0 for none); non-blocking if it listens to groups, else with a 2 s receive
+/// timeout.
+pub fn netlink_socket(groups: u32) -> io::Result<OwnedFd> {
+    let nonblock = if groups != 0 { libc::SOCK_NONBLOCK } else { 0 };
     // SAFETY: no pointers; the descriptor is owned below.
     let raw = unsafe {
         libc::socket(
             libc::AF_NETLINK,
-            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC | nonblock,
             libc::NETLINK_ROUTE,
         )
     };
     let fd = check(raw)?;
     // SAFETY: a fresh descriptor nobody else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: sockaddr_nl is plain data; all-zero is a valid value.
+    let mut addr: libc::sockaddr_nl = unsafe { zeroed() };
+    addr.nl_family = libc::AF_NETLINK as u16;
+    addr.nl_groups = groups;
+    // SAFETY: `addr` outlives the call and its size is passed.
+    check(unsafe {
+        libc::bind(
+            fd.as_raw_fd(),
+            (&raw const addr).cast(),
+            size_of::<libc::sockaddr_nl>() as u32,
+        )
+    })?;
+    if groups == 0 {
+        let timeout = libc::timeval {
+            tv_sec: 2,
+            tv_usec: 0,
+        };
+        // SAFETY: `timeout` outlives the call and its size is passed.
+        check(unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&raw const timeout).cast(),
+                size_of::<libc::timeval>() as u32,
+            )
+        })?;
+    }
+    Ok(fd)
+}
+
+/// Sends one rtnetlink request on `fd` and returns the reply's bytes: every message up to
+/// NLMSG_DONE for a dump, or the single answer (or error) otherwise.
+pub fn netlink_on(fd: &OwnedFd, request: &[u8], dump: bool) -> io::Result<Vec<u8>> {
     // SAFETY: `request` outlives the call and its length is passed.
     let sent = unsafe { libc::send(fd.as_raw_fd(), request.as_ptr().cast(), request.len(), 0) };
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
-    let timeout = libc::timeval {
-        tv_sec: 2,
-        tv_usec: 0,
-    };
-    // SAFETY: `timeout` outlives the call and its size is passed.
-    check(unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&raw const timeout).cast(),
-            size_of::<libc::timeval>() as u32,
-        )
-    })?;
     let mut out = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -287,10 +269,37 @@ pub fn netlink(request: &[u8], dump: bool) -> io::Result<Vec<u8>> {
         let chunk = &buf[..n as usize];
         out.extend_from_slice(chunk);
         // A dump ends with NLMSG_DONE (type 3); a single answer (or error, type 2) is whole.
-        let done = !dump || crate::neigh::messages(chunk).any(|(t, _)| t == 3 || t == 2);
+        let done = !dump || crate::netlink::messages(chunk).any(|(t, _)| t == 3 || t == 2);
         if done || n == 0 {
             return Ok(out);
         }
+    }
+}
+
+/// Sends one rtnetlink request on a new socket in this thread's namespace.
+pub fn netlink(request: &[u8], dump: bool) -> io::Result<Vec<u8>> {
+    netlink_on(&netlink_socket(0)?, request, dump)
+}
+
+/// Reads and discards everything waiting on a non-blocking socket; returns whether anything
+/// was.
+pub fn drain(fd: &OwnedFd) -> bool {
+    let mut buf = [0u8; 8192];
+    let mut any = false;
+    loop {
+        // SAFETY: `buf` outlives the call and its length is passed.
+        let n = unsafe {
+            libc::recv(
+                fd.as_raw_fd(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                libc::MSG_DONTWAIT,
+            )
+        };
+        if n <= 0 {
+            return any;
+        }
+        any = true;
     }
 }
 
@@ -381,4 +390,20 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32) -> io::Result<usize> {
 pub fn uid() -> u32 {
     // SAFETY: getuid has no preconditions and cannot fail.
     unsafe { libc::getuid() }
+}
+
+/// Sets `flag` when SIGINT or SIGTERM arrives (the flag must live for the program's life).
+pub fn on_termination(flag: &'static std::sync::atomic::AtomicBool) {
+    static FLAG: std::sync::OnceLock<&'static std::sync::atomic::AtomicBool> =
+        std::sync::OnceLock::new();
+    extern "C" fn handler(_: libc::c_int) {
+        if let Some(f) = FLAG.get() {
+            f.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    let _ = FLAG.set(flag);
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only does an atomic store, which is async-signal-safe.
+        unsafe { libc::signal(sig, handler as *const () as libc::sighandler_t) };
+    }
 }

@@ -73,12 +73,20 @@ fn context(path: &std::path::Path, device: &str) -> Ctx {
     Ctx { c, pd, cq, qp, gid }
 }
 
-/// Takes `qp` to RTS towards `peer_qpn` at `peer_gid`; this side sends from PSN `psn`, the peer
-/// from `peer_psn`.
-fn connect(c: &mut Client, qp: u32, psn: u32, peer_qpn: u32, peer_psn: u32, peer_gid: Gid) {
+/// Takes `qp` to RTS towards `peer_qpn` at `peer_gid` (from GID index `sgid`); this side sends
+/// from PSN `psn`, the peer from `peer_psn`.
+fn connect(
+    c: &mut Client,
+    qp: u32,
+    psn: u32,
+    peer_qpn: u32,
+    peer_psn: u32,
+    peer_gid: Gid,
+    sgid: u8,
+) {
     let ah = AddressHandle {
         dgid: peer_gid,
-        sgid_index: 0,
+        sgid_index: sgid,
         hop_limit: 64,
         traffic_class: 0,
         flow_label: 0,
@@ -139,8 +147,8 @@ fn connect(c: &mut Client, qp: u32, psn: u32, peer_qpn: u32, peer_psn: u32, peer
 }
 
 fn pair(a: &mut Ctx, b: &mut Ctx) {
-    connect(&mut a.c, a.qp, 100, b.qp, 200, b.gid);
-    connect(&mut b.c, b.qp, 200, a.qp, 100, a.gid);
+    connect(&mut a.c, a.qp, 100, b.qp, 200, b.gid, 0);
+    connect(&mut b.c, b.qp, 200, a.qp, 100, a.gid, 0);
 }
 
 fn wr(wr_id: u64, op: SendOp, buf: &[u8], lkey: u32) -> SendWr {
@@ -317,7 +325,7 @@ fn child_client() {
     let rkey: u32 = words.next().unwrap().parse().unwrap();
     let addr: u64 = words.next().unwrap().parse().unwrap();
     let gid = me.gid;
-    connect(&mut me.c, me.qp, 300, peer_qpn, 400, gid);
+    connect(&mut me.c, me.qp, 300, peer_qpn, 400, gid, 0);
     let src = vec![0xc5u8; 65536];
     let key = me.c.reg_mr(me.pd, src.as_ptr() as u64, 65536, ALL).unwrap();
     let remote = Remote { addr, rkey };
@@ -368,7 +376,7 @@ fn a_killed_program_leaves_nothing_behind() {
         }
     };
     let gid = me.gid;
-    connect(&mut me.c, me.qp, 400, child_qpn, 300, gid);
+    connect(&mut me.c, me.qp, 400, child_qpn, 300, gid, 0);
     let mut input = child.stdin.take().unwrap();
     writeln!(input, "GO {} {rkey} {}", me.qp, target.as_ptr() as u64).unwrap();
     loop {
@@ -402,4 +410,324 @@ fn a_killed_program_leaves_nothing_behind() {
     let (mut a, mut b) = (context(d.path(), "srnic0"), context(d.path(), "srnic0"));
     pair(&mut a, &mut b);
     rc_between(&mut a, &mut b);
+}
+
+/// A context with one QP of each type, on a device of the daemon at `path`.
+struct Full {
+    c: Client,
+    pd: u32,
+    cq: u32,
+    qps: [u32; 3],
+    gid: Gid,
+}
+
+fn full(path: &std::path::Path, device: &str) -> Full {
+    let mut c = Client::connect(path).unwrap();
+    c.open(device).unwrap();
+    let pd = c.alloc_pd().unwrap();
+    let cq = c.create_cq(256).unwrap();
+    let cap = QpCap {
+        max_send_wr: 64,
+        max_recv_wr: 64,
+        max_send_sge: 2,
+        max_recv_sge: 2,
+        max_inline_data: 64,
+    };
+    let qps = [QpType::Rc, QpType::Uc, QpType::Ud].map(|qp_type| {
+        let init = QpInit {
+            qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap,
+            sq_sig_all: false,
+        };
+        c.create_qp(pd, init).unwrap()
+    });
+    // Index 1 is the IPv4 address, once the IPv6 link-local one (index 0) has appeared.
+    let deadline = std::time::Instant::now() + WAIT;
+    let gid = loop {
+        let gids = c.gids().unwrap();
+        if gids.len() >= 2 {
+            break gids[1];
+        }
+        assert!(std::time::Instant::now() < deadline, "GIDs: {gids:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Full {
+        c,
+        pd,
+        cq,
+        qps,
+        gid,
+    }
+}
+
+/// Takes the UC and UD QPs to RTS (the RC one goes through `connect`).
+fn connect_uc_ud(me: &mut Full, peer: &Full) {
+    use AttrMask as M;
+    let ah = AddressHandle {
+        dgid: peer.gid,
+        sgid_index: 1,
+        hop_limit: 64,
+        traffic_class: 0,
+        flow_label: 0,
+        dmac: EthernetAddress([0; 6]),
+    };
+    let uc = QpAttr {
+        qp_access_flags: ALL,
+        ah: Some(ah),
+        path_mtu: Mtu::M4096,
+        rq_psn: 7,
+        sq_psn: 7,
+        dest_qp_num: peer.qps[1],
+        qkey: 0x1111_1111,
+        ..QpAttr::default()
+    };
+    let steps: [(usize, QpState, &[M]); 6] = [
+        (1, QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
+        (
+            1,
+            QpState::Rtr,
+            &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN],
+        ),
+        (1, QpState::Rts, &[M::SQ_PSN]),
+        (2, QpState::Init, &[M::PKEY_INDEX, M::PORT, M::QKEY]),
+        (2, QpState::Rtr, &[]),
+        (2, QpState::Rts, &[M::SQ_PSN]),
+    ];
+    for (q, state, bits) in steps {
+        let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+        me.c.modify_qp(
+            me.qps[q],
+            QpAttr {
+                qp_state: state,
+                ..uc
+            },
+            mask,
+        )
+        .unwrap();
+    }
+}
+
+/// Every RC opcode, and SENDs over UC and UD, from `a` to `b`, with the data checked.
+fn every_opcode(a: &mut Full, b: &mut Full) {
+    // GID index 1: the IPv4 address (index 0 is the IPv6 link-local one, as with rxe).
+    connect(&mut a.c, a.qps[0], 100, b.qps[0], 200, b.gid, 1);
+    connect(&mut b.c, b.qps[0], 200, a.qps[0], 100, a.gid, 1);
+    connect_uc_ud(a, b);
+    connect_uc_ud(b, a);
+    let src: Vec<u8> = (0..20_000u32).map(|i| (i % 253) as u8).collect();
+    let dst = vec![0u8; 20_000];
+    let rcv = vec![0u8; 4 * 8192];
+    let res = vec![0u8; 16];
+    let ka =
+        a.c.reg_mr(a.pd, src.as_ptr() as u64, src.len() as u64, ALL)
+            .unwrap();
+    let kres = a.c.reg_mr(a.pd, res.as_ptr() as u64, 16, ALL).unwrap();
+    let kb =
+        b.c.reg_mr(b.pd, dst.as_ptr() as u64, dst.len() as u64, ALL)
+            .unwrap();
+    let kr =
+        b.c.reg_mr(b.pd, rcv.as_ptr() as u64, rcv.len() as u64, ALL)
+            .unwrap();
+    // Receives: RC SEND, RC SEND with immediate, RC WRITE with immediate, UC SEND, UD SEND.
+    for (i, q) in [(0, 0), (1, 0), (2, 0), (3, 1), (4, 2)] {
+        let addr = rcv.as_ptr() as u64 + 6000 * i;
+        let sgl = vec![Sge {
+            addr,
+            length: 6000,
+            lkey: kr,
+        }];
+        b.c.post_recv(b.qps[q], vec![RecvWr { wr_id: i, sgl }])
+            .unwrap();
+    }
+    let remote = Remote {
+        addr: dst.as_ptr() as u64,
+        rkey: kb,
+    };
+    let word = Remote {
+        addr: dst.as_ptr() as u64 + 16_000,
+        rkey: kb,
+    };
+    let small = &src[..3000];
+    let rc = vec![
+        wr(1, SendOp::Write(remote), &src[..15_000], ka),
+        wr(2, SendOp::Send, small, ka),
+        wr(3, SendOp::SendWithImm(0xabc), small, ka),
+        wr(
+            4,
+            SendOp::WriteWithImm(
+                Remote {
+                    addr: remote.addr + 15_000,
+                    rkey: kb,
+                },
+                0xdef,
+            ),
+            &src[..100],
+            ka,
+        ),
+        wr(5, SendOp::Read(remote), &res[..8], kres),
+        wr(
+            6,
+            SendOp::FetchAdd {
+                remote: word,
+                add: 5,
+            },
+            &res[8..],
+            kres,
+        ),
+        wr(
+            7,
+            SendOp::CompareSwap {
+                remote: word,
+                compare: 0,
+                swap: 9,
+            },
+            &res[..8],
+            kres,
+        ),
+    ];
+    a.c.post_send(a.qps[0], rc).unwrap();
+    a.c.post_send(a.qps[1], vec![wr(8, SendOp::Send, small, ka)])
+        .unwrap();
+    let mut ud = wr(9, SendOp::Send, &src[..1000], ka);
+    ud.ud = Some(softrnic_emu_core::UdDest {
+        ah: AddressHandle {
+            dgid: b.gid,
+            sgid_index: 1,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: EthernetAddress([0; 6]),
+        },
+        remote_qpn: b.qps[2],
+        remote_qkey: 0x1111_1111,
+    });
+    a.c.post_send(a.qps[2], vec![ud]).unwrap();
+    let mut sent = a.c.wait(a.cq, 9, WAIT).unwrap();
+    sent.sort_by_key(|w| w.wr_id);
+    assert!(
+        sent.len() == 9 && sent.iter().all(|w| w.status == WcStatus::Success),
+        "{sent:?}"
+    );
+    let mut got = b.c.wait(b.cq, 5, WAIT).unwrap();
+    got.sort_by_key(|w| w.wr_id);
+    let lens: Vec<_> = got
+        .iter()
+        .map(|w| (w.wr_id, w.status, w.byte_len, w.imm_data))
+        .collect();
+    assert_eq!(
+        lens,
+        [
+            (0, WcStatus::Success, 3000, 0),
+            (1, WcStatus::Success, 3000, 0xabc),
+            (2, WcStatus::Success, 100, 0xdef),
+            (3, WcStatus::Success, 3000, 0),
+            (4, WcStatus::Success, 1040, 0),
+        ]
+    );
+    let d = seen(&dst);
+    assert!(d[..15_000] == src[..15_000], "WRITE data");
+    assert!(d[15_000..15_100] == src[..100], "WRITE with immediate data");
+    let r = seen(&rcv);
+    // Receives 0, 1 (RC) and 3 (UC) hold a SEND's bytes; 2 was a WRITE with immediate's.
+    for i in [0, 1, 3] {
+        assert!(r[6000 * i..6000 * i + 3000] == src[..3000], "receive {i}");
+    }
+    assert!(r[24_040..25_040] == src[..1000], "UD after its GRH");
+    let res = seen(&res);
+    assert_eq!(res[8..], [0; 8], "FETCH_ADD saw 0");
+    assert_eq!(
+        u64::from_ne_bytes(res[..8].try_into().unwrap()),
+        5,
+        "CAS saw 5 and failed"
+    );
+    assert_eq!(u64::from_ne_bytes(d[16_000..16_008].try_into().unwrap()), 5);
+}
+
+/// Two daemons, each with a device in its own namespace, so every frame crosses the veth.
+fn two_daemons_over(tag: &str, backend: softrnic_device::proto::BackendKind) {
+    use softrnic_device::netns::VethPair;
+    let pair = VethPair::new(tag, 9000).expect("namespaces (needs root)");
+    let daemons: Vec<Running> = (0..2)
+        .map(|i| {
+            let d = Running::start(&socket(&format!("{tag}{i}"))).unwrap();
+            let mut admin = Client::connect(d.path()).unwrap();
+            let up = UpRequest {
+                netdev: Some(pair.ifs[i].clone()),
+                backend: Some(backend),
+                netns: Some(pair.path(i)),
+            };
+            let info = admin.up(up).unwrap();
+            assert_eq!(info.backend, backend);
+            d
+        })
+        .collect();
+    let mut a = full(daemons[0].path(), "srnic0");
+    let mut b = full(daemons[1].path(), "srnic0");
+    every_opcode(&mut a, &mut b);
+}
+
+#[test]
+fn two_daemons_over_af_packet() {
+    two_daemons_over("dp", softrnic_device::proto::BackendKind::Packet);
+}
+
+#[test]
+fn two_daemons_over_af_xdp_skb() {
+    two_daemons_over("ds", softrnic_device::proto::BackendKind::XdpSkb);
+}
+
+#[test]
+fn two_daemons_over_af_xdp_drv() {
+    two_daemons_over("dd", softrnic_device::proto::BackendKind::XdpDrv);
+}
+
+#[test]
+fn the_gid_table_follows_address_changes() {
+    use softrnic_device::netns::VethPair;
+    let pair = VethPair::new("gw", 1500).expect("namespaces (needs root)");
+    let d = Running::start(&socket("gw")).unwrap();
+    let mut c = Client::connect(d.path()).unwrap();
+    let up = UpRequest {
+        netdev: Some(pair.ifs[0].clone()),
+        backend: None,
+        netns: Some(pair.path(0)),
+    };
+    let info = c.up(up).unwrap();
+    c.open(&info.name).unwrap();
+    let has = |c: &mut Client, want: &str| c.gids().unwrap().iter().any(|g| g.to_string() == want);
+    let wait_for = |c: &mut Client, want: &str, present: bool| {
+        let deadline = std::time::Instant::now() + WAIT;
+        while has(c, want) != present {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{want} present: {}",
+                !present
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    assert!(has(&mut c, "::ffff:198.18.1.1"));
+    pair.exec(
+        0,
+        &[
+            "ip",
+            "addr",
+            "add",
+            "2001:db8::7/64",
+            "dev",
+            &pair.ifs[0],
+            "nodad",
+        ],
+    )
+    .unwrap();
+    wait_for(&mut c, "2001:db8::7", true);
+    pair.exec(
+        0,
+        &["ip", "addr", "del", "198.18.1.1/24", "dev", &pair.ifs[0]],
+    )
+    .unwrap();
+    wait_for(&mut c, "::ffff:198.18.1.1", false);
 }

@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 use softrnic::capture::{self, Detail};
+
+mod admin;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,9 +30,44 @@ enum Command {
         /// Where to write it.
         out: PathBuf,
     },
+    /// Run the daemon in the foreground (`up` starts one in the background when needed).
+    Daemon,
+    /// Add a device: on an interface (AF_XDP or AF_PACKET), or local (same host only).
+    Up {
+        /// The interface (e.g. eth0); without it, a local device that reaches only the
+        /// daemon's other devices and needs no privileges.
+        #[arg(long)]
+        netdev: Option<String>,
+        /// The backend; by default the best that works: AF_XDP native, generic, AF_PACKET.
+        #[arg(long, value_enum)]
+        backend: Option<admin::Backend>,
+        /// The network namespace of the interface (a name under /var/run/netns, or a path).
+        #[arg(long)]
+        netns: Option<String>,
+    },
+    /// Remove a device.
+    Down {
+        /// Its name (e.g. srnic0).
+        device: String,
+    },
+    /// The daemon, its devices, their GIDs and object counts.
+    Status,
+    /// Counters, with the names rxe and mlx5 users know.
+    Stat {
+        /// One device (all by default).
+        device: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SOFTRNIC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -66,5 +103,14 @@ fn run(cli: Cli) -> Result<(), String> {
             capture::write_pcap(&capture::sample_frames(), std::io::BufWriter::new(file))
                 .map_err(|e| format!("{}: {e}", out.display()))
         }
+        Command::Daemon => admin::run_daemon(),
+        Command::Up {
+            netdev,
+            backend,
+            netns,
+        } => admin::up(netdev, backend, netns),
+        Command::Down { device } => admin::down(&device),
+        Command::Status => admin::status(),
+        Command::Stat { device } => admin::stat(device),
     }
 }

@@ -177,6 +177,7 @@ impl Daemon {
                     self.close(i);
                 }
                 self.devices[d] = None;
+                tracing::info!(device = %name, "device down");
                 Reply::Ok
             }
             Request::Counters { name } => match self.device_index(&name) {

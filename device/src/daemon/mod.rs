@@ -81,6 +81,8 @@ struct Device {
     info: DeviceInfo,
     engine: Engine<ProcessMemory>,
     wire: Wire,
+    /// Keeps the GID table in sync with the interface's addresses.
+    watch: Option<gid::Watch>,
     /// Next hops already resolved, by destination GID.
     neighbours: HashMap<Gid, [u8; 6]>,
 }
@@ -168,7 +170,10 @@ impl Daemon {
             }
             let mut fds = vec![self.listener.as_raw_fd()];
             fds.extend(self.contexts.iter().flatten().map(|c| c.stream.as_raw_fd()));
-            fds.extend(self.devices.iter().flatten().filter_map(|d| d.wire.fd()));
+            for d in self.devices.iter().flatten() {
+                fds.extend(d.wire.fd());
+                fds.extend(d.watch.as_ref().map(gid::Watch::fd));
+            }
             let now = self.now();
             let next = self
                 .devices
@@ -197,6 +202,7 @@ impl Daemon {
             }
             let space = self.next_space;
             self.next_space += 1;
+            tracing::debug!(pid, uid, space, "client connected");
             let ctx = Context::new(stream, pid, uid, space);
             match self.contexts.iter().position(Option::is_none) {
                 Some(i) => self.contexts[i] = Some(ctx),
@@ -257,6 +263,7 @@ impl Daemon {
         let Some(ctx) = self.contexts[i].take() else {
             return;
         };
+        tracing::debug!(pid = ctx.pid, objects = ?ctx.counts(), "context closed, its objects freed");
         if let Some(dev) = ctx.device.and_then(|d| self.devices[d].as_mut()) {
             ctx.release(&mut dev.engine);
             dev.engine.memory_mut().detach(ctx.space);
@@ -273,6 +280,13 @@ impl Daemon {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
             };
+            if let Some(gids) = dev.watch.as_ref().and_then(gid::Watch::changed) {
+                tracing::info!(device = %dev.info.name, ?gids, "addresses changed: new GID table");
+                dev.engine.set_gids(gids.clone());
+                dev.info.gids = gids;
+                dev.neighbours.clear();
+                any = true;
+            }
             let engine = &mut dev.engine;
             if let Some(link) = dev.wire.link() {
                 while link.receive(&mut |f| engine.handle_packet(now, f)) {
@@ -330,7 +344,7 @@ impl Daemon {
             .position(Option::is_none)
             .unwrap_or(self.devices.len());
         let name = format!("srnic{n}");
-        let (wire, backend, reason, mac, mtu, gids) = match &req.netdev {
+        let (wire, watch, backend, reason, mac, mtu, gids) = match &req.netdev {
             None => {
                 if req.backend.is_some_and(|b| b != BackendKind::Local) {
                     return Err(io::Error::new(
@@ -341,7 +355,15 @@ impl Daemon {
                 let mac = [0x02, 0x53, 0x52, 0x4e, 0x00, n as u8];
                 let gid = Gid::from(std::net::Ipv4Addr::new(198, 19, 255, n as u8 + 1));
                 let why = "no interface: only devices of this daemon are reachable".to_owned();
-                (Wire::Local, BackendKind::Local, why, mac, 9000, vec![gid])
+                (
+                    Wire::Local,
+                    None,
+                    BackendKind::Local,
+                    why,
+                    mac,
+                    9000,
+                    vec![gid],
+                )
             }
             Some(ifname) => self.open_wire(ifname, req)?,
         };
@@ -366,8 +388,16 @@ impl Daemon {
             },
             engine: Engine::new(config, ProcessMemory::default()),
             wire,
+            watch,
             neighbours: HashMap::new(),
         };
+        tracing::info!(
+            device = %name,
+            netdev = ?req.netdev,
+            backend = ?backend,
+            reason = %dev.info.backend_reason,
+            "device up"
+        );
         if n == self.devices.len() {
             self.devices.push(Some(dev));
         } else {
@@ -382,7 +412,15 @@ impl Daemon {
         &self,
         ifname: &str,
         req: &UpRequest,
-    ) -> io::Result<(Wire, BackendKind, String, [u8; 6], u32, Vec<Gid>)> {
+    ) -> io::Result<(
+        Wire,
+        Option<gid::Watch>,
+        BackendKind,
+        String,
+        [u8; 6],
+        u32,
+        Vec<Gid>,
+    )> {
         let order: &[BackendKind] = match req.backend {
             Some(b) => &[b][..],
             None => &[
@@ -391,21 +429,25 @@ impl Daemon {
                 BackendKind::Packet,
             ],
         };
+        let name = ifname.to_owned();
+        in_netns(req.netns.as_deref(), move || sys::if_index(&name))
+            .map_err(|e| io::Error::new(e.kind(), format!("no interface {ifname}: {e}")))?;
         let mut failures = Vec::new();
         for &kind in order {
             let name = ifname.to_owned();
             let opened = in_netns(req.netns.as_deref(), move || {
-                let gids = gid::table(&name)?;
+                let watch = gid::Watch::open(&name)?;
+                let gids = watch.table()?;
                 let wire = match kind {
                     BackendKind::XdpDrv => Wire::Xdp(Box::new(AfXdp::open(&name, XdpMode::Drv)?)),
                     BackendKind::XdpSkb => Wire::Xdp(Box::new(AfXdp::open(&name, XdpMode::Skb)?)),
                     BackendKind::Packet => Wire::Packet(Box::new(AfPacket::open(&name)?)),
                     BackendKind::Local => Wire::Local,
                 };
-                Ok((wire, gids))
+                Ok((wire, watch, gids))
             });
             match opened {
-                Ok((wire, gids)) => {
+                Ok((wire, watch, gids)) => {
                     let (mac, mtu) = match &wire {
                         Wire::Packet(l) => (l.mac(), l.mtu()),
                         Wire::Xdp(l) => (l.mac(), l.mtu()),
@@ -417,12 +459,9 @@ impl Daemon {
                         format!("{kind:?}, after {}", failures.join("; "))
                     };
                     if gids.is_empty() {
-                        return Err(io::Error::new(
-                            io::ErrorKind::AddrNotAvailable,
-                            format!("{ifname} has no IP address, so no GID"),
-                        ));
+                        tracing::warn!(%ifname, "no IP address yet, so no GID until one is added");
                     }
-                    return Ok((wire, kind, reason, mac, mtu, gids));
+                    return Ok((wire, Some(watch), kind, reason, mac, mtu, gids));
                 }
                 Err(e) => failures.push(format!("{kind:?} failed: {e}")),
             }

@@ -1,0 +1,206 @@
+//! `softrnic daemon | up | down | status | stat`: running the daemon and managing its devices,
+//! with the conventions of `rdma link`, `ibv_devinfo` and `ethtool -S`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use softrnic_device::client::Client;
+use softrnic_device::daemon::{self, Daemon};
+use softrnic_device::proto::{BackendKind, DeviceInfo, UpRequest};
+
+/// The backends `up --backend` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// AF_XDP, native (DRV) mode if the driver has it, else generic (SKB).
+    Xdp,
+    /// AF_XDP in native mode only.
+    XdpDrv,
+    /// AF_XDP in generic mode only.
+    XdpSkb,
+    /// AF_PACKET.
+    Packet,
+    /// No wire: only devices of this daemon (needs no privileges).
+    Local,
+}
+
+/// The daemon's socket path.
+pub fn socket() -> PathBuf {
+    daemon::default_socket()
+}
+
+/// Runs the daemon in the foreground until SIGINT or SIGTERM.
+pub fn run_daemon() -> Result<(), String> {
+    let path = socket();
+    let mut d = Daemon::bind(&path).map_err(|e| e.to_string())?;
+    tracing::info!(socket = %path.display(), "softrnic daemon serving");
+    static STOP: AtomicBool = AtomicBool::new(false);
+    softrnic_device::sys::on_termination(&STOP);
+    d.run(&STOP).map_err(|e| e.to_string())?;
+    tracing::info!("softrnic daemon stopped");
+    Ok(())
+}
+
+/// Connects to the daemon, starting one in the background first if none answers.
+pub fn connect_or_start() -> Result<Client, String> {
+    let path = socket();
+    if let Ok(c) = Client::connect(&path) {
+        return Ok(c);
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let log = path.with_extension("log");
+    let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    Command::new(exe)
+        .arg("daemon")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .map_err(|e| format!("starting the daemon: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match Client::connect(&path) {
+            Ok(c) => {
+                eprintln!(
+                    "softrnic: started the daemon at {} (log: {})",
+                    path.display(),
+                    log.display()
+                );
+                return Ok(c);
+            }
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!(
+                    "the daemon did not start: {e}; see {}",
+                    log.display()
+                ));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn connect() -> Result<Client, String> {
+    Client::connect(&socket()).map_err(|e| e.to_string())
+}
+
+/// `softrnic up`.
+pub fn up(
+    netdev: Option<String>,
+    backend: Option<Backend>,
+    netns: Option<String>,
+) -> Result<(), String> {
+    let mut c = connect_or_start()?;
+    let netns = netns.map(|n| {
+        if n.contains('/') {
+            n
+        } else {
+            format!("/var/run/netns/{n}")
+        }
+    });
+    let kinds: &[Option<BackendKind>] = match backend {
+        None => &[None],
+        Some(Backend::Xdp) => &[Some(BackendKind::XdpDrv), Some(BackendKind::XdpSkb)],
+        Some(Backend::XdpDrv) => &[Some(BackendKind::XdpDrv)],
+        Some(Backend::XdpSkb) => &[Some(BackendKind::XdpSkb)],
+        Some(Backend::Packet) => &[Some(BackendKind::Packet)],
+        Some(Backend::Local) => &[Some(BackendKind::Local)],
+    };
+    let mut errors = Vec::new();
+    for &kind in kinds {
+        let req = UpRequest {
+            netdev: netdev.clone(),
+            backend: kind,
+            netns: netns.clone(),
+        };
+        match c.up(req) {
+            Ok(info) => {
+                print_device(&info);
+                return Ok(());
+            }
+            Err(e) => errors.push(e.message),
+        }
+    }
+    Err(errors.join("; "))
+}
+
+/// `softrnic down`.
+pub fn down(name: &str) -> Result<(), String> {
+    connect()?.down(name).map_err(|e| e.to_string())
+}
+
+fn backend_name(b: BackendKind) -> &'static str {
+    match b {
+        BackendKind::XdpDrv => "AF_XDP (native)",
+        BackendKind::XdpSkb => "AF_XDP (generic)",
+        BackendKind::Packet => "AF_PACKET",
+        BackendKind::Local => "local (same host only)",
+    }
+}
+
+fn print_device(d: &DeviceInfo) {
+    let mac = d.mac.map(|b| format!("{b:02x}")).join(":");
+    let on = match (&d.netdev, &d.netns) {
+        (Some(n), Some(ns)) => format!(" on {n} in {ns}"),
+        (Some(n), None) => format!(" on {n}"),
+        _ => String::new(),
+    };
+    println!(
+        "{}: state ACTIVE backend {}{on} mac {mac}",
+        d.name,
+        backend_name(d.backend)
+    );
+    println!("    backend choice: {}", d.backend_reason);
+    for (i, g) in d.gids.iter().enumerate() {
+        println!("    gid[{i}] {g} (RoCE v2)");
+    }
+    let [pds, mrs, cqs, qps] = d.objects;
+    println!(
+        "    contexts {} pds {pds} mrs {mrs} cqs {cqs} qps {qps}",
+        d.contexts
+    );
+}
+
+/// `softrnic status`.
+pub fn status() -> Result<(), String> {
+    let path = socket();
+    let mut c = match Client::connect(&path) {
+        Ok(c) => c,
+        Err(_) => {
+            println!("no daemon at {}", path.display());
+            return Ok(());
+        }
+    };
+    let devices = c.devices().map_err(|e| e.to_string())?;
+    println!("daemon pid {} at {}", c.daemon_pid(), path.display());
+    if devices.is_empty() {
+        println!("no devices; add one with `softrnic up`");
+    }
+    for d in &devices {
+        print_device(d);
+    }
+    Ok(())
+}
+
+/// `softrnic stat`.
+pub fn stat(device: Option<String>) -> Result<(), String> {
+    let mut c = connect()?;
+    let names: Vec<String> = match device {
+        Some(d) => vec![d],
+        None => c
+            .devices()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|d| d.name)
+            .collect(),
+    };
+    for name in names {
+        let counters = c.counters(&name).map_err(|e| e.to_string())?;
+        println!("{name}:");
+        for (k, v) in counters.iter() {
+            println!("    {k}: {v}");
+        }
+    }
+    Ok(())
+}
