@@ -42,6 +42,21 @@ impl From<io::Error> for Error {
 /// The result of a call.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A frame a capture saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// The device it passed through.
+    pub device: String,
+    /// Sent by the device (else received).
+    pub outbound: bool,
+    /// When, in nanoseconds since the Unix epoch.
+    pub unix_nanos: u64,
+    /// Frames lost before this one because the capture read too slowly.
+    pub dropped: u64,
+    /// The Ethernet frame.
+    pub data: Vec<u8>,
+}
+
 /// A connection to the daemon.
 pub struct Client {
     stream: UnixStream,
@@ -255,6 +270,41 @@ impl Client {
         match self.call(Request::PollCq { cq, max })? {
             Reply::Completions(c) => Ok(c),
             r => Err(unexpected(r)),
+        }
+    }
+
+    /// Turns this connection into a capture of `device` (or of every device); then read the
+    /// frames with [`next_frame`](Self::next_frame).
+    pub fn capture(&mut self, device: Option<&str>) -> Result<()> {
+        self.ok(Request::Capture {
+            device: device.map(str::to_owned),
+        })
+    }
+
+    /// Whether a message is waiting, after waiting up to `timeout_ms`.
+    pub fn readable(&self, timeout_ms: i32) -> bool {
+        use std::os::fd::AsRawFd;
+        crate::sys::poll_readable(&[self.stream.as_raw_fd()], timeout_ms).unwrap_or(0) > 0
+    }
+
+    /// The next captured frame; blocks until one comes. `None` if the daemon went away.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>> {
+        match proto::recv(&mut self.stream)? {
+            Some(Reply::Frame {
+                device,
+                outbound,
+                unix_nanos,
+                dropped,
+                data,
+            }) => Ok(Some(Frame {
+                device,
+                outbound,
+                unix_nanos,
+                dropped,
+                data,
+            })),
+            Some(r) => Err(unexpected(r)),
+            None => Ok(None),
         }
     }
 

@@ -168,6 +168,12 @@ pub enum Request {
         /// At most this many.
         max: u32,
     },
+    /// Turns this connection into a capture: every frame in and out of the device (or of every
+    /// device), same-host frames included, follows as [`Reply::Frame`]s.
+    Capture {
+        /// One device, or all.
+        device: Option<String>,
+    },
 }
 
 /// A reply.
@@ -212,15 +218,33 @@ pub enum Reply {
     },
     /// Completions.
     Completions(Vec<Wc>),
+    /// A captured frame.
+    Frame {
+        /// The device it passed through.
+        device: String,
+        /// Sent by the device (else received).
+        outbound: bool,
+        /// When, in nanoseconds since the Unix epoch.
+        unix_nanos: u64,
+        /// Frames this capture lost before this one because it read too slowly.
+        dropped: u64,
+        /// The Ethernet frame.
+        data: Vec<u8>,
+    },
 }
 
-/// Writes one message.
-pub fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+/// Encodes a message with its length prefix.
+pub fn encode<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
     let body = bincode::serialize(msg).map_err(io::Error::other)?;
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(&body);
-    w.write_all(&frame)
+    Ok(frame)
+}
+
+/// Writes one message.
+pub fn send<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+    w.write_all(&encode(msg)?)
 }
 
 /// Reads one message; `None` at a clean end of stream.

@@ -204,3 +204,38 @@ pub fn stat(device: Option<String>) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// `softrnic capture`.
+pub fn capture(
+    path: &std::path::Path,
+    device: Option<&str>,
+    count: Option<u64>,
+) -> Result<(), String> {
+    let mut c = connect()?;
+    c.capture(device).map_err(|e| e.to_string())?;
+    let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = softrnic::capture::LiveWriter::new(std::io::BufWriter::new(file))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!("softrnic: capturing to {} (Ctrl-C to stop)", path.display());
+    static STOP: AtomicBool = AtomicBool::new(false);
+    softrnic_device::sys::on_termination(&STOP);
+    let mut n = 0;
+    while count.is_none_or(|c| n < c) && !STOP.load(std::sync::atomic::Ordering::Relaxed) {
+        // Wake up now and then to notice Ctrl-C.
+        if !c.readable(200) {
+            continue;
+        }
+        let Some(f) = c.next_frame().map_err(|e| e.to_string())? else {
+            break;
+        };
+        out.write(&f.device, f.outbound, f.unix_nanos, f.dropped, &f.data)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        n += 1;
+        if n % 64 == 0 {
+            out.flush().map_err(|e| e.to_string())?;
+        }
+    }
+    out.flush().map_err(|e| e.to_string())?;
+    eprintln!("softrnic: {n} frames");
+    Ok(())
+}

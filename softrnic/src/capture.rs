@@ -153,6 +153,72 @@ pub fn sample_frames() -> Vec<CapturedFrame> {
         .collect()
 }
 
+/// A pcapng file being written live: one interface per device, nanosecond timestamps, and each
+/// packet's direction (EPB flags), so Wireshark shows which way it went.
+pub struct LiveWriter<W: Write> {
+    writer: pcap_file::pcapng::PcapNgWriter<W>,
+    interfaces: Vec<String>,
+}
+
+impl<W: Write> LiveWriter<W> {
+    /// Starts the file.
+    pub fn new(out: W) -> Result<LiveWriter<W>, PcapError> {
+        Ok(LiveWriter {
+            writer: pcap_file::pcapng::PcapNgWriter::new(out)?,
+            interfaces: Vec::new(),
+        })
+    }
+
+    /// Adds a frame that passed through `device`.
+    pub fn write(
+        &mut self,
+        device: &str,
+        outbound: bool,
+        unix_nanos: u64,
+        dropped: u64,
+        data: &[u8],
+    ) -> Result<(), PcapError> {
+        use pcap_file::pcapng::blocks::enhanced_packet::{
+            EnhancedPacketBlock, EnhancedPacketOption,
+        };
+        use pcap_file::pcapng::blocks::interface_description::{
+            InterfaceDescriptionBlock, InterfaceDescriptionOption,
+        };
+        let id = match self.interfaces.iter().position(|d| d == device) {
+            Some(i) => i,
+            None => {
+                let mut idb = InterfaceDescriptionBlock::new(DataLink::ETHERNET, 0);
+                idb.options = vec![
+                    InterfaceDescriptionOption::IfName(device.to_owned().into()),
+                    InterfaceDescriptionOption::IfTsResol(9),
+                ];
+                self.writer.write_pcapng_block(idb)?;
+                self.interfaces.push(device.to_owned());
+                self.interfaces.len() - 1
+            }
+        };
+        // EPB flags bits 0-1: 1 inbound, 2 outbound.
+        let mut options = vec![EnhancedPacketOption::Flags(if outbound { 2 } else { 1 })];
+        if dropped > 0 {
+            options.push(EnhancedPacketOption::DropCount(dropped));
+        }
+        let epb = EnhancedPacketBlock {
+            interface_id: id as u32,
+            timestamp: Duration::from_nanos(unix_nanos),
+            original_len: data.len() as u32,
+            data: data.into(),
+            options,
+        };
+        self.writer.write_pcapng_block(epb)?;
+        Ok(())
+    }
+
+    /// Flushes the file.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.writer.get_mut().flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

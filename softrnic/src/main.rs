@@ -57,6 +57,19 @@ enum Command {
         /// One device (all by default).
         device: Option<String>,
     },
+    /// Capture every frame in and out (same-host frames too) to a pcapng file, until
+    /// interrupted or `--count` frames.
+    Capture {
+        /// The pcapng file to write.
+        #[arg(short = 'w', long)]
+        write: PathBuf,
+        /// One device (all by default).
+        #[arg(long)]
+        device: Option<String>,
+        /// Stop after this many frames.
+        #[arg(short, long)]
+        count: Option<u64>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -112,5 +125,10 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Down { device } => admin::down(&device),
         Command::Status => admin::status(),
         Command::Stat { device } => admin::stat(device),
+        Command::Capture {
+            write,
+            device,
+            count,
+        } => admin::capture(&write, device.as_deref(), count),
     }
 }

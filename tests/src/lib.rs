@@ -201,3 +201,17 @@ pub fn scratch(test: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("create scratch dir");
     dir
 }
+
+/// Protocols that guess at what a payload carries (NFS over RDMA, SMB Direct, iSER, ...). Our
+/// payloads are arbitrary bytes, so their guesses would fail; the RoCE headers are unaffected.
+pub const PAYLOAD_GUESSERS: &[&str] = &[
+    "rpcordma",
+    "smc",
+    "smb_direct",
+    "nvme-rdma",
+    "lnet",
+    "iser",
+    "infiniband_sdp",
+    "fcoib",
+    "eoib",
+];

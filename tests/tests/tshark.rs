@@ -2,24 +2,10 @@
 //! values and finds nothing malformed. IPv4 and IPv6, every opcode, random field values.
 
 use serde_json::Value;
-use softrnic_tests::{frames_to_check, scratch, write_pcap};
+use softrnic_tests::{PAYLOAD_GUESSERS, frames_to_check, scratch, write_pcap};
 use softrnic_wire::sample::Sample;
 use softrnic_wire::{IpRepr, Opcode, frame};
 use std::process::Command;
-
-/// Protocols that guess at what a payload carries (NFS over RDMA, SMB Direct, iSER, ...). Our
-/// payloads are arbitrary bytes, so their guesses would fail; the RoCE headers are unaffected.
-const PAYLOAD_GUESSERS: &[&str] = &[
-    "rpcordma",
-    "smc",
-    "smb_direct",
-    "nvme-rdma",
-    "lnet",
-    "iser",
-    "infiniband_sdp",
-    "fcoib",
-    "eoib",
-];
 
 /// Wireshark's expert severity for warnings; anything at or above it fails the test.
 const PI_WARN: u64 = 0x0060_0000;

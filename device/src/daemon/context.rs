@@ -26,6 +26,11 @@ struct Owned {
 pub(super) struct Context {
     pub stream: UnixStream,
     pub inbuf: Vec<u8>,
+    /// Replies and captured frames not yet taken by the socket.
+    pub outbuf: Vec<u8>,
+    /// A capture: which device (`Some(None)`: every one), and frames lost since the last sent.
+    pub capture: Option<Option<usize>>,
+    pub dropped: u64,
     pub pid: u32,
     pub uid: u32,
     pub space: Space,
@@ -57,6 +62,9 @@ impl Context {
         Context {
             stream,
             inbuf: Vec::new(),
+            outbuf: Vec::new(),
+            capture: None,
+            dropped: 0,
             pid,
             uid,
             space,
@@ -97,6 +105,29 @@ impl Context {
         for &pd in &self.owned.pds {
             let _ = engine.dealloc_pd(pd);
         }
+    }
+
+    /// Queues a message for the socket.
+    pub fn queue(&mut self, msg: &Reply) {
+        if let Ok(bytes) = proto::encode(msg) {
+            self.outbuf.extend_from_slice(&bytes);
+        }
+    }
+
+    /// Writes what the socket takes now, without blocking. Err when the peer has gone.
+    pub fn flush(&mut self) -> io::Result<()> {
+        use std::io::Write;
+        while !self.outbuf.is_empty() {
+            match self.stream.write(&self.outbuf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 
     /// PDs, MRs, CQs and QPs held.
@@ -191,6 +222,17 @@ impl Daemon {
                 ),
                 None => error(libc::ENODEV, format!("no device {name}")),
             },
+            Request::Capture { device } => {
+                let filter = match device {
+                    None => None,
+                    Some(name) => match self.device_index(&name) {
+                        Some(d) => Some(d),
+                        None => return error(libc::ENODEV, format!("no device {name}")),
+                    },
+                };
+                self.contexts[i].as_mut().expect("open").capture = Some(filter);
+                Reply::Ok
+            }
             Request::Open { name } => {
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));

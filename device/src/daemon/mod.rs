@@ -97,6 +97,8 @@ pub struct Daemon {
     uid: u32,
     epoch: StdInstant,
     frame: Vec<u8>,
+    /// Frames seen while a capture runs: (device, outbound, bytes).
+    taps: Vec<(usize, bool, Vec<u8>)>,
 }
 
 /// Runs `f` in a thread that has entered network namespace `netns` (if any): sockets opened
@@ -141,6 +143,7 @@ impl Daemon {
             uid: sys::uid(),
             epoch: StdInstant::now(),
             frame: vec![0; MAX_FRAME],
+            taps: Vec::new(),
         })
     }
 
@@ -160,6 +163,7 @@ impl Daemon {
             let mut busy = self.accept();
             busy |= self.serve();
             busy |= self.pump();
+            self.deliver_taps();
             if busy {
                 last_work = StdInstant::now();
                 continue;
@@ -244,11 +248,11 @@ impl Daemon {
                         message: format!("bad request: {e}"),
                     },
                 };
-                let ctx = self.contexts[i].as_mut().expect("still open");
-                if proto::send(&mut ctx.stream, &reply).is_err() {
-                    closed = true;
-                    break;
-                }
+                self.contexts[i].as_mut().expect("still open").queue(&reply);
+            }
+            let ctx = self.contexts[i].as_mut().expect("still open");
+            if ctx.flush().is_err() {
+                closed = true;
             }
             if closed {
                 any = true;
@@ -276,6 +280,7 @@ impl Daemon {
     fn pump(&mut self) -> bool {
         let now = self.now();
         let mut any = false;
+        let capturing = self.capturing();
         for d in 0..self.devices.len() {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
@@ -288,8 +293,14 @@ impl Daemon {
                 any = true;
             }
             let engine = &mut dev.engine;
+            let taps = &mut self.taps;
             if let Some(link) = dev.wire.link() {
-                while link.receive(&mut |f| engine.handle_packet(now, f)) {
+                while link.receive(&mut |f| {
+                    if capturing {
+                        taps.push((d, false, f.to_vec()));
+                    }
+                    engine.handle_packet(now, f)
+                }) {
                     any = true;
                 }
             }
@@ -303,6 +314,9 @@ impl Daemon {
                     break;
                 };
                 any = true;
+                if capturing {
+                    self.taps.push((d, true, self.frame[..n].to_vec()));
+                }
                 let dst = &self.frame[..6];
                 let local = self
                     .devices
@@ -311,6 +325,9 @@ impl Daemon {
                 match local {
                     // Same-host traffic never touches the wire.
                     Some(to) => {
+                        if capturing {
+                            self.taps.push((to, false, self.frame[..n].to_vec()));
+                        }
                         let target = self.devices[to].as_mut().expect("present");
                         target.engine.handle_packet(now, &self.frame[..n]);
                     }
@@ -328,6 +345,46 @@ impl Daemon {
             }
         }
         any
+    }
+
+    fn capturing(&self) -> bool {
+        self.contexts.iter().flatten().any(|c| c.capture.is_some())
+    }
+
+    /// Hands captured frames to the captures that want them. A capture that reads too slowly
+    /// loses frames (counted, and told with the next frame) rather than stalling the NIC.
+    fn deliver_taps(&mut self) {
+        const BACKLOG: usize = 16 << 20;
+        if self.taps.is_empty() {
+            return;
+        }
+        let unix_nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        for (d, outbound, data) in std::mem::take(&mut self.taps) {
+            let Some(name) = self.devices[d].as_ref().map(|x| x.info.name.clone()) else {
+                continue;
+            };
+            for ctx in self.contexts.iter_mut().flatten() {
+                let Some(filter) = ctx.capture else { continue };
+                if filter.is_some_and(|f| f != d) {
+                    continue;
+                }
+                if ctx.outbuf.len() > BACKLOG {
+                    ctx.dropped += 1;
+                    continue;
+                }
+                let frame = proto::Reply::Frame {
+                    device: name.clone(),
+                    outbound,
+                    unix_nanos,
+                    dropped: std::mem::take(&mut ctx.dropped),
+                    data: data.clone(),
+                };
+                ctx.queue(&frame);
+                let _ = ctx.flush();
+            }
+        }
     }
 
     fn device_index(&self, name: &str) -> Option<usize> {
