@@ -129,7 +129,7 @@ fn a_capture_of_same_host_traffic_is_valid_rocev2() {
     connect(&mut b, qpb, qpa, 20, 10);
     let src = vec![0x42u8; 5000];
     let dst = vec![0u8; 5000];
-    let rbuf = vec![0u8; 64];
+    let rbuf = [0u8; 64];
     let ka = a.reg_mr(pda, src.as_ptr() as u64, 5000, ALL).unwrap();
     let kb = b.reg_mr(pdb, dst.as_ptr() as u64, 5000, ALL).unwrap();
     let kr = b.reg_mr(pdb, rbuf.as_ptr() as u64, 64, ALL).unwrap();
