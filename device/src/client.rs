@@ -7,8 +7,8 @@ use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use softrnic_emu_core::{
-    Access, AttrMask, Counters, DeviceAttr, Gid, PortAttr, QpAttr, QpCap, QpInit, RecvWr, SendWr,
-    Wc,
+    Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
+    RecvWr, SendWr, Wc,
 };
 
 use crate::proto::{self, DeviceInfo, Reply, Request, UpRequest};
@@ -269,6 +269,38 @@ impl Client {
     pub fn poll_cq(&mut self, cq: u32, max: u32) -> Result<Vec<Wc>> {
         match self.call(Request::PollCq { cq, max })? {
             Reply::Completions(c) => Ok(c),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `ibv_create_srq`.
+    pub fn create_srq(&mut self, pd: u32, max_wr: u32, max_sge: u32) -> Result<u32> {
+        self.handle(Request::CreateSrq {
+            pd,
+            max_wr,
+            max_sge,
+        })
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(&mut self, srq: u32, wrs: Vec<RecvWr>) -> Result<()> {
+        self.posted(Request::PostSrqRecv { srq, wrs })
+    }
+
+    /// Arms an SRQ's limit (`ibv_modify_srq`).
+    pub fn modify_srq(&mut self, srq: u32, limit: u32) -> Result<()> {
+        self.ok(Request::ModifySrq { srq, limit })
+    }
+
+    /// `ibv_alloc_mw`.
+    pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType) -> Result<u32> {
+        self.handle(Request::AllocMw { pd, mw_type })
+    }
+
+    /// The context's events so far.
+    pub fn events(&mut self) -> Result<Vec<Event>> {
+        match self.call(Request::PollEvents)? {
+            Reply::Events(e) => Ok(e),
             r => Err(unexpected(r)),
         }
     }

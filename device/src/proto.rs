@@ -6,8 +6,8 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
 use softrnic_emu_core::{
-    Access, AttrMask, Counters, DeviceAttr, Gid, PortAttr, QpAttr, QpCap, QpInit, RecvWr, SendWr,
-    Wc,
+    Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
+    RecvWr, SendWr, Wc,
 };
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
@@ -168,6 +168,50 @@ pub enum Request {
         /// At most this many.
         max: u32,
     },
+    /// `ibv_resize_cq`.
+    ResizeCq {
+        /// The CQ.
+        cq: u32,
+        /// The new capacity.
+        cqe: u32,
+    },
+    /// `ibv_create_srq`.
+    CreateSrq {
+        /// The PD.
+        pd: u32,
+        /// Capacity.
+        max_wr: u32,
+        /// SGEs per WR.
+        max_sge: u32,
+    },
+    /// `ibv_modify_srq` with IBV_SRQ_LIMIT.
+    ModifySrq {
+        /// The SRQ.
+        srq: u32,
+        /// The limit to arm (0 disarms).
+        limit: u32,
+    },
+    /// `ibv_destroy_srq`.
+    DestroySrq(u32),
+    /// `ibv_post_srq_recv`.
+    PostSrqRecv {
+        /// The SRQ.
+        srq: u32,
+        /// The work requests, in order.
+        wrs: Vec<RecvWr>,
+    },
+    /// `ibv_alloc_mw`.
+    AllocMw {
+        /// The PD.
+        pd: u32,
+        /// Type 1 or 2.
+        mw_type: MwType,
+    },
+    /// `ibv_dealloc_mw`.
+    DeallocMw(u32),
+    /// The asynchronous events and completion notifications of this context's objects
+    /// (`ibv_get_async_event`, completion channels).
+    PollEvents,
     /// Turns this connection into a capture: every frame in and out of the device (or of every
     /// device), same-host frames included, follows as [`Reply::Frame`]s.
     Capture {
@@ -218,6 +262,8 @@ pub enum Reply {
     },
     /// Completions.
     Completions(Vec<Wc>),
+    /// Events.
+    Events(Vec<Event>),
     /// A captured frame.
     Frame {
         /// The device it passed through.

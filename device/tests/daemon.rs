@@ -731,3 +731,83 @@ fn the_gid_table_follows_address_changes() {
     .unwrap();
     wait_for(&mut c, "::ffff:198.18.1.1", false);
 }
+
+#[test]
+fn srqs_and_events_reach_only_their_context() {
+    let d = daemon("srq", 1);
+    let mut a = context(d.path(), "srnic0");
+    // B's QP takes its receives from an SRQ.
+    let mut b = Client::connect(d.path()).unwrap();
+    b.open("srnic0").unwrap();
+    let pd = b.alloc_pd().unwrap();
+    let cq = b.create_cq(64).unwrap();
+    let srq = b.create_srq(pd, 8, 1).unwrap();
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 0,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        srq: Some(srq),
+        cap,
+        sq_sig_all: false,
+    };
+    let qp = b.create_qp(pd, init).unwrap();
+    let gid = b.gids().unwrap()[0];
+    let mut bctx = Ctx {
+        c: b,
+        pd,
+        cq,
+        qp,
+        gid,
+    };
+    pair(&mut a, &mut bctx);
+    let buf = [0u8; 64];
+    let key = bctx.c.reg_mr(pd, buf.as_ptr() as u64, 64, ALL).unwrap();
+    for i in 0..3 {
+        let sgl = vec![Sge {
+            addr: buf.as_ptr() as u64 + 16 * i,
+            length: 16,
+            lkey: key,
+        }];
+        bctx.c
+            .post_srq_recv(srq, vec![RecvWr { wr_id: i, sgl }])
+            .unwrap();
+    }
+    bctx.c.modify_srq(srq, 3).unwrap();
+    let _mw = bctx
+        .c
+        .alloc_mw(pd, softrnic_emu_core::MwType::Type2)
+        .unwrap();
+    a.c.post_send(a.qp, vec![wr(1, SendOp::Send, &[], 0)])
+        .unwrap();
+    assert_eq!(
+        a.c.wait(a.cq, 1, WAIT).unwrap()[0].status,
+        WcStatus::Success
+    );
+    let got = bctx.c.wait(cq, 1, WAIT).unwrap();
+    assert_eq!((got[0].wr_id, got[0].status), (0, WcStatus::Success));
+    let events = bctx.c.events().unwrap();
+    assert!(
+        events.contains(&softrnic_emu_core::Event::SrqLimitReached { srq }),
+        "{events:?}"
+    );
+    assert_eq!(
+        a.c.events().unwrap(),
+        [],
+        "A owns nothing the events are about"
+    );
+    // Closing B frees its SRQ, window and the rest.
+    drop(bctx);
+    let mut admin = Client::connect(d.path()).unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while admin.devices().unwrap()[0].objects != [1, 0, 1, 1] {
+        assert!(std::time::Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

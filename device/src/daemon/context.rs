@@ -3,11 +3,11 @@
 //! program reaches another's objects; and every remote access goes through the engine's key
 //! and PD checks, so none reaches another's memory.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::os::unix::net::UnixStream;
 
-use softrnic_emu_core::{AttrMask, Engine, Space, VerbsError, Wc, WcOpcode, WcStatus};
+use softrnic_emu_core::{AttrMask, Engine, Event, Space, VerbsError, Wc, WcOpcode, WcStatus};
 
 use super::{Daemon, ProcessMemory};
 use crate::proto::{self, Reply, Request};
@@ -18,7 +18,9 @@ use crate::sys;
 struct Owned {
     pds: BTreeSet<u32>,
     mrs: BTreeSet<u32>,
+    mws: BTreeSet<u32>,
     cqs: BTreeSet<u32>,
+    srqs: BTreeSet<u32>,
     qps: BTreeSet<u32>,
 }
 
@@ -31,6 +33,8 @@ pub(super) struct Context {
     /// A capture: which device (`Some(None)`: every one), and frames lost since the last sent.
     pub capture: Option<Option<usize>>,
     pub dropped: u64,
+    /// Events for this context's objects, until it asks for them.
+    pub events: VecDeque<Event>,
     pub pid: u32,
     pub uid: u32,
     pub space: Space,
@@ -65,6 +69,7 @@ impl Context {
             outbuf: Vec::new(),
             capture: None,
             dropped: 0,
+            events: VecDeque::new(),
             pid,
             uid,
             space,
@@ -90,14 +95,33 @@ impl Context {
         Some(req)
     }
 
-    /// Frees everything the context owns, QPs first (their WRs are flushed), then regions,
-    /// CQs and PDs.
+    /// Whether the event is about one of this context's objects.
+    pub fn owns(&self, event: &Event) -> bool {
+        let o = &self.owned;
+        match *event {
+            Event::Completion { cq } | Event::CqError { cq } => o.cqs.contains(&cq),
+            Event::SrqLimitReached { srq } => o.srqs.contains(&srq),
+            Event::CommEstablished { qpn }
+            | Event::SqDrained { qpn }
+            | Event::LastWqeReached { qpn }
+            | Event::QpFatal { qpn } => o.qps.contains(&qpn),
+        }
+    }
+
+    /// Frees everything the context owns, QPs first (their WRs are flushed), then windows,
+    /// regions, SRQs, CQs and PDs.
     pub fn release(&self, engine: &mut Engine<ProcessMemory>) {
         for &qpn in &self.owned.qps {
             let _ = engine.destroy_qp(qpn);
         }
+        for &key in &self.owned.mws {
+            let _ = engine.dealloc_mw(key);
+        }
         for &key in &self.owned.mrs {
             let _ = engine.dereg_mr(key);
+        }
+        for &srq in &self.owned.srqs {
+            let _ = engine.destroy_srq(srq);
         }
         for &cq in &self.owned.cqs {
             let _ = engine.destroy_cq(cq);
@@ -360,11 +384,9 @@ impl Daemon {
             Request::CreateQp { pd, init }
                 if o.pds.contains(&pd)
                     && o.cqs.contains(&init.send_cq)
-                    && o.cqs.contains(&init.recv_cq) =>
+                    && o.cqs.contains(&init.recv_cq)
+                    && init.srq.is_none_or(|s| o.srqs.contains(&s)) =>
             {
-                if init.srq.is_some() {
-                    return error(libc::EOPNOTSUPP, "SRQs are not served by the daemon yet");
-                }
                 handle_or(engine.create_qp(pd, init), |qpn| {
                     o.qps.insert(qpn);
                     Reply::Handle(qpn)
@@ -412,6 +434,50 @@ impl Daemon {
                     Reply::Completions(out)
                 })
             }
+            Request::ResizeCq { cq, cqe } if o.cqs.contains(&cq) => {
+                handle_or(engine.resize_cq(cq, cqe), |()| Reply::Ok)
+            }
+            Request::CreateSrq {
+                pd,
+                max_wr,
+                max_sge,
+            } if o.pds.contains(&pd) => handle_or(engine.create_srq(pd, max_wr, max_sge), |srq| {
+                o.srqs.insert(srq);
+                Reply::Handle(srq)
+            }),
+            Request::ModifySrq { srq, limit } if o.srqs.contains(&srq) => {
+                handle_or(engine.modify_srq_limit(srq, limit), |()| Reply::Ok)
+            }
+            Request::DestroySrq(srq) if o.srqs.contains(&srq) => {
+                handle_or(engine.destroy_srq(srq), |()| {
+                    o.srqs.remove(&srq);
+                    Reply::Ok
+                })
+            }
+            Request::PostSrqRecv { srq, wrs } if o.srqs.contains(&srq) => {
+                for (n, wr) in wrs.into_iter().enumerate() {
+                    if let Err(e) = engine.post_srq_recv(srq, wr) {
+                        return Reply::Posted {
+                            accepted: n as u32,
+                            errno: e.errno(),
+                        };
+                    }
+                }
+                Reply::Ok
+            }
+            Request::AllocMw { pd, mw_type } if o.pds.contains(&pd) => {
+                handle_or(engine.alloc_mw(pd, mw_type), |key| {
+                    o.mws.insert(key);
+                    Reply::Handle(key)
+                })
+            }
+            Request::DeallocMw(key) if o.mws.contains(&key) => {
+                handle_or(engine.dealloc_mw(key), |()| {
+                    o.mws.remove(&key);
+                    Reply::Ok
+                })
+            }
+            Request::PollEvents => Reply::Events(ctx.events.drain(..).collect()),
             _ => error(libc::EINVAL, NOT_OURS),
         }
     }

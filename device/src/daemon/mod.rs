@@ -308,6 +308,17 @@ impl Daemon {
                 engine.handle_timeout(now);
                 any = true;
             }
+            // Events go to the context that owns their object.
+            while let Some(event) = engine.poll_event() {
+                let owner = self
+                    .contexts
+                    .iter_mut()
+                    .flatten()
+                    .find(|c| c.device == Some(d) && c.owns(&event));
+                if let Some(ctx) = owner {
+                    ctx.events.push_back(event);
+                }
+            }
             loop {
                 let dev = self.devices[d].as_mut().expect("present");
                 let Some(n) = dev.engine.poll_transmit(now, &mut self.frame) else {
