@@ -80,8 +80,15 @@ impl AfPacket {
             .map_err(|e| context(e, "attach the RoCEv2 filter"))?;
         sys::set_int_option(fd.as_raw_fd(), libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
             .map_err(|e| context(e, "PACKET_IGNORE_OUTGOING"))?;
-        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
-            sys::set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, opt, 4 << 20)
+        // 4 MiB each way, past net.core.rmem_max/wmem_max where CAP_NET_ADMIN allows (the
+        // plain options are capped there, about 200 KiB: fewer than 50 full-size frames, which
+        // one burst of a large message overflows).
+        for (forced, plain) in [
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        ] {
+            sys::set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, forced, 4 << 20)
+                .or_else(|_| sys::set_int_option(fd.as_raw_fd(), libc::SOL_SOCKET, plain, 4 << 20))
                 .map_err(|e| context(e, "socket buffer size"))?;
         }
         sys::bind_packet(&fd, ifindex).map_err(|e| context(e, ifname))?;

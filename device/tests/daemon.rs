@@ -11,8 +11,8 @@ use softrnic_device::client::Client;
 use softrnic_device::daemon::Running;
 use softrnic_device::proto::UpRequest;
 use softrnic_emu_core::{
-    Access, AddressHandle, AttrMask, Gid, Mtu, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr,
-    Remote, SEND_SIGNALED, SendOp, SendWr, Sge, WcOpcode, WcStatus,
+    Access, AddressHandle, Gid, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED,
+    SendOp, SendWr, Sge, WcOpcode, WcStatus, bring_up,
 };
 use softrnic_wire::EthernetAddress;
 
@@ -107,33 +107,7 @@ fn connect(
         dest_qp_num: peer_qpn,
         ..QpAttr::default()
     };
-    use AttrMask as M;
-    let steps: [(QpState, &[M]); 3] = [
-        (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-        (
-            QpState::Rtr,
-            &[
-                M::AV,
-                M::PATH_MTU,
-                M::DEST_QPN,
-                M::RQ_PSN,
-                M::MAX_DEST_RD_ATOMIC,
-                M::MIN_RNR_TIMER,
-            ],
-        ),
-        (
-            QpState::Rts,
-            &[
-                M::TIMEOUT,
-                M::RETRY_CNT,
-                M::RNR_RETRY,
-                M::SQ_PSN,
-                M::MAX_QP_RD_ATOMIC,
-            ],
-        ),
-    ];
-    for (state, bits) in steps {
-        let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+    for (state, mask) in bring_up(QpType::Rc) {
         c.modify_qp(
             qp,
             QpAttr {
@@ -465,7 +439,6 @@ fn full(path: &std::path::Path, device: &str) -> Full {
 
 /// Takes the UC and UD QPs to RTS (the RC one goes through `connect`).
 fn connect_uc_ud(me: &mut Full, peer: &Full) {
-    use AttrMask as M;
     let ah = AddressHandle {
         dgid: peer.gid,
         sgid_index: 1,
@@ -484,29 +457,14 @@ fn connect_uc_ud(me: &mut Full, peer: &Full) {
         qkey: 0x1111_1111,
         ..QpAttr::default()
     };
-    let steps: [(usize, QpState, &[M]); 6] = [
-        (1, QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-        (
-            1,
-            QpState::Rtr,
-            &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN],
-        ),
-        (1, QpState::Rts, &[M::SQ_PSN]),
-        (2, QpState::Init, &[M::PKEY_INDEX, M::PORT, M::QKEY]),
-        (2, QpState::Rtr, &[]),
-        (2, QpState::Rts, &[M::SQ_PSN]),
-    ];
-    for (q, state, bits) in steps {
-        let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
-        me.c.modify_qp(
-            me.qps[q],
-            QpAttr {
+    for (q, qp_type) in [(1, QpType::Uc), (2, QpType::Ud)] {
+        for (state, mask) in bring_up(qp_type) {
+            let attr = QpAttr {
                 qp_state: state,
                 ..uc
-            },
-            mask,
-        )
-        .unwrap();
+            };
+            me.c.modify_qp(me.qps[q], attr, mask).unwrap();
+        }
     }
 }
 

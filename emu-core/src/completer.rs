@@ -260,16 +260,29 @@ pub(crate) fn timeout<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
     retry(qp, sh, now, Retry::Timeout);
 }
 
-fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
-    let p = pkt.repr.bth.psn;
+/// What every READ response and atomic ACK at `p` starts with: a duplicate is dropped, and
+/// the SEND/WRITE WQEs before `p` are acknowledged by it (a READ or atomic among them whose
+/// response is missing is an implied NAK). Returns whether to go on with the response.
+fn response_prologue<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> bool {
     if psn::diff(p, qp.comp.psn) < 0 {
         sh.counters.duplicate_response += 1;
-        return;
+        return false;
     }
     match complete_before(qp, sh, p) {
         Ok(true) => progressed(qp, now),
         Ok(false) => {}
-        Err(ImpliedNak) => return implied_nak(qp, sh, now),
+        Err(ImpliedNak) => {
+            implied_nak(qp, sh, now);
+            return false;
+        }
+    }
+    true
+}
+
+fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
+    let p = pkt.repr.bth.psn;
+    if !response_prologue(qp, sh, now, p) {
+        return;
     }
     let mtu = qp.mtu(sh);
     let Some(w) = qp.sq.front() else { return };
@@ -315,14 +328,8 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
 
 fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
     let p = pkt.repr.bth.psn;
-    if psn::diff(p, qp.comp.psn) < 0 {
-        sh.counters.duplicate_response += 1;
+    if !response_prologue(qp, sh, now, p) {
         return;
-    }
-    match complete_before(qp, sh, p) {
-        Ok(true) => progressed(qp, now),
-        Ok(false) => {}
-        Err(ImpliedNak) => return implied_nak(qp, sh, now),
     }
     let Some(w) = qp.sq.front() else { return };
     if !qp.started(0) || !w.wr.op.is_atomic() || w.first_psn != p {

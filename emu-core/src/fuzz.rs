@@ -211,52 +211,14 @@ impl World {
             en_sqd_async_notify: true,
             ..QpAttr::default()
         };
-        use AttrMask as M;
-        let steps: &[(QpState, &[M])] = match qp_type {
-            QpType::Rc => &[
-                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-                (
-                    QpState::Rtr,
-                    &[
-                        M::AV,
-                        M::PATH_MTU,
-                        M::DEST_QPN,
-                        M::RQ_PSN,
-                        M::MAX_DEST_RD_ATOMIC,
-                        M::MIN_RNR_TIMER,
-                    ],
-                ),
-                (
-                    QpState::Rts,
-                    &[
-                        M::TIMEOUT,
-                        M::RETRY_CNT,
-                        M::RNR_RETRY,
-                        M::SQ_PSN,
-                        M::MAX_QP_RD_ATOMIC,
-                    ],
-                ),
-            ],
-            QpType::Uc => &[
-                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-                (QpState::Rtr, &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN]),
-                (QpState::Rts, &[M::SQ_PSN]),
-            ],
-            QpType::Ud => &[
-                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::QKEY]),
-                (QpState::Rtr, &[]),
-                (QpState::Rts, &[M::SQ_PSN]),
-            ],
-        };
         let target = match state {
             QpState::Sqd | QpState::Err => QpState::Rts,
             s => s,
         };
-        for &(s, bits) in steps {
+        for (s, mask) in crate::bring_up(qp_type) {
             if s > target {
                 break;
             }
-            let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
             let _ = self.engine.modify_qp(
                 qpn,
                 &QpAttr {
@@ -304,16 +266,18 @@ impl World {
                     en_sqd_async_notify: true,
                     ..attr
                 };
-                let _ = self
-                    .engine
-                    .modify_qp(qpn, &a, M::STATE.or(M::EN_SQD_ASYNC_NOTIFY));
+                let _ = self.engine.modify_qp(
+                    qpn,
+                    &a,
+                    AttrMask::STATE.or(AttrMask::EN_SQD_ASYNC_NOTIFY),
+                );
             }
             QpState::Err => {
                 let a = QpAttr {
                     qp_state: QpState::Err,
                     ..attr
                 };
-                let _ = self.engine.modify_qp(qpn, &a, M::STATE);
+                let _ = self.engine.modify_qp(qpn, &a, AttrMask::STATE);
             }
             _ => {}
         }

@@ -45,7 +45,7 @@ pub use gid::Gid;
 pub use keys::{Access, MwType};
 pub use memory::{Fault, HeapMemory, Memory, Space};
 pub use qp::QpCap;
-pub use qp_attr::{AttrMask, QpAttr, QpState, QpType};
+pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};
 pub use time::{Instant, ack_timeout};
 pub use wr::{
     AddressHandle, MwBind, RecvWr, Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,

@@ -42,7 +42,7 @@ use crate::gid::Gid;
 use crate::keys::Access;
 use crate::memory::HeapMemory;
 use crate::qp::QpCap;
-use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType};
+use crate::qp_attr::{QpAttr, QpType};
 use crate::time::Instant;
 use crate::wr::AddressHandle;
 use crate::{Result, Wc};
@@ -446,45 +446,7 @@ impl<L: Link> Device<L> {
             dest_qp_num: peer.qpn,
             ..attr
         };
-        use AttrMask as M;
-        let steps: [(QpState, &[AttrMask]); 3] = match qp_type {
-            QpType::Rc => [
-                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-                (
-                    QpState::Rtr,
-                    &[
-                        M::AV,
-                        M::PATH_MTU,
-                        M::DEST_QPN,
-                        M::RQ_PSN,
-                        M::MAX_DEST_RD_ATOMIC,
-                        M::MIN_RNR_TIMER,
-                    ],
-                ),
-                (
-                    QpState::Rts,
-                    &[
-                        M::TIMEOUT,
-                        M::RETRY_CNT,
-                        M::RNR_RETRY,
-                        M::SQ_PSN,
-                        M::MAX_QP_RD_ATOMIC,
-                    ],
-                ),
-            ],
-            QpType::Uc => [
-                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-                (QpState::Rtr, &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN]),
-                (QpState::Rts, &[M::SQ_PSN]),
-            ],
-            QpType::Ud => [
-                (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::QKEY]),
-                (QpState::Rtr, &[]),
-                (QpState::Rts, &[M::SQ_PSN]),
-            ],
-        };
-        for (state, bits) in steps {
-            let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+        for (state, mask) in crate::bring_up(qp_type) {
             let attr = QpAttr {
                 qp_state: state,
                 ..base

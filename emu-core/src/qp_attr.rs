@@ -263,6 +263,16 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
     })
 }
 
+/// The three transitions that take a new QP of type `t` from RESET to RTS, each with the
+/// attributes IBA requires for it (STATE included), from [`transition`]'s table: what every
+/// program that connects a QP does.
+pub fn bring_up(t: QpType) -> [(QpState, AttrMask); 3] {
+    [(S::Reset, S::Init), (S::Init, S::Rtr), (S::Rtr, S::Rts)].map(|(from, to)| {
+        let (required, _) = transition(t, from, to).expect("every type goes RESET to RTS");
+        (to, required.or(M::STATE))
+    })
+}
+
 /// Checks a `modify_qp` call against the transition table, as `ib_modify_qp_is_ok` does:
 /// the transition must exist, every required attribute must be given, and nothing else but
 /// the optional ones. Returns the target state.
@@ -429,6 +439,42 @@ mod tests {
             ..rts
         };
         assert!(check_modify(T::Rc, S::Rtr, &bad, rc_rts).is_err());
+    }
+
+    #[test]
+    fn bring_up_names_each_transitions_required_attributes() {
+        let ud = bring_up(T::Ud);
+        assert_eq!(
+            ud[0],
+            (S::Init, bits(&[M::STATE, M::PKEY_INDEX, M::PORT, M::QKEY]))
+        );
+        assert_eq!(ud[1], (S::Rtr, M::STATE));
+        assert_eq!(ud[2], (S::Rts, M::STATE.or(M::SQ_PSN)));
+        let rc = bring_up(T::Rc);
+        assert!(rc[1].1.contains(M::MAX_DEST_RD_ATOMIC) && rc[2].1.contains(M::RETRY_CNT));
+        // Each step passes the checker with exactly those attributes.
+        let attr = QpAttr {
+            ah: Some(AddressHandle {
+                dgid: Default::default(),
+                sgid_index: 0,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+                dmac: Default::default(),
+            }),
+            ..QpAttr::default()
+        };
+        for t in [T::Rc, T::Uc, T::Ud] {
+            let mut state = S::Reset;
+            for (to, mask) in bring_up(t) {
+                let a = QpAttr {
+                    qp_state: to,
+                    ..attr
+                };
+                state = check_modify(t, state, &a, mask).unwrap();
+            }
+            assert_eq!(state, S::Rts);
+        }
     }
 
     #[test]

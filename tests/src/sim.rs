@@ -8,8 +8,8 @@ use std::collections::BinaryHeap;
 
 use softrnic_emu_core::native::Endpoint;
 use softrnic_emu_core::{
-    Access, AddressHandle, AttrMask, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant,
-    MAX_FRAME, Mtu, QpAttr, QpState, QpType,
+    Access, AddressHandle, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant, MAX_FRAME, Mtu,
+    QpAttr, bring_up,
 };
 use softrnic_wire::{
     EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, Syndrome, UdpChecksum, UdpRepr,
@@ -434,39 +434,7 @@ impl Sim {
             dest_qp_num: peer.qpn,
             ..QpAttr::default()
         };
-        use AttrMask as M;
-        let (init, rtr, rts): (&[M], &[M], &[M]) = match qp_type {
-            QpType::Rc => (
-                &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS],
-                &[
-                    M::AV,
-                    M::PATH_MTU,
-                    M::DEST_QPN,
-                    M::RQ_PSN,
-                    M::MAX_DEST_RD_ATOMIC,
-                    M::MIN_RNR_TIMER,
-                ],
-                &[
-                    M::TIMEOUT,
-                    M::RETRY_CNT,
-                    M::RNR_RETRY,
-                    M::SQ_PSN,
-                    M::MAX_QP_RD_ATOMIC,
-                ],
-            ),
-            QpType::Uc => (
-                &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS],
-                &[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN],
-                &[M::SQ_PSN],
-            ),
-            QpType::Ud => (&[M::PKEY_INDEX, M::PORT, M::QKEY], &[], &[M::SQ_PSN]),
-        };
-        for (state, bits) in [
-            (QpState::Init, init),
-            (QpState::Rtr, rtr),
-            (QpState::Rts, rts),
-        ] {
-            let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+        for (state, mask) in bring_up(qp_type) {
             let a = QpAttr {
                 qp_state: state,
                 ..attr

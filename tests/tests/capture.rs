@@ -10,8 +10,8 @@ use softrnic_device::client::Client;
 use softrnic_device::daemon::Running;
 use softrnic_device::proto::UpRequest;
 use softrnic_emu_core::{
-    Access, AddressHandle, AttrMask, Mtu, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, Remote,
-    SEND_SIGNALED, SendOp, SendWr, Sge, WcStatus,
+    Access, AddressHandle, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED,
+    SendOp, SendWr, Sge, WcStatus, bring_up,
 };
 use softrnic_tests::{PAYLOAD_GUESSERS, scratch};
 use softrnic_wire::{EthernetAddress, frame};
@@ -66,33 +66,7 @@ fn connect(c: &mut Client, qp: u32, peer: u32, psn: u32, peer_psn: u32) {
         max_dest_rd_atomic: 1,
         ..QpAttr::default()
     };
-    use AttrMask as M;
-    let steps: [(QpState, &[M]); 3] = [
-        (QpState::Init, &[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]),
-        (
-            QpState::Rtr,
-            &[
-                M::AV,
-                M::PATH_MTU,
-                M::DEST_QPN,
-                M::RQ_PSN,
-                M::MAX_DEST_RD_ATOMIC,
-                M::MIN_RNR_TIMER,
-            ],
-        ),
-        (
-            QpState::Rts,
-            &[
-                M::TIMEOUT,
-                M::RETRY_CNT,
-                M::RNR_RETRY,
-                M::SQ_PSN,
-                M::MAX_QP_RD_ATOMIC,
-            ],
-        ),
-    ];
-    for (state, bits) in steps {
-        let mask = bits.iter().fold(M::STATE, |m, b| m.or(*b));
+    for (state, mask) in bring_up(QpType::Rc) {
         let a = QpAttr {
             qp_state: state,
             ..attr
