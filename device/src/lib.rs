@@ -11,6 +11,8 @@ pub mod client;
 pub mod daemon;
 mod filter;
 pub mod gid;
+#[allow(unsafe_code)]
+mod mmap;
 pub mod neigh;
 mod netlink;
 pub mod netns;

@@ -17,7 +17,8 @@ use std::time::Duration;
 use softrnic_emu_core::native::Link;
 
 pub use bpf::Mode;
-use ring::{Mmap, Ring};
+use crate::mmap::Mmap;
+use ring::Ring;
 
 use crate::sys;
 
