@@ -1,17 +1,22 @@
 //! A client of the daemon: one connection, one device context. The `softrnic` command and the
 //! tests use it; the ibverbs provider speaks the same protocol.
 
+use std::collections::HashMap;
 use std::fmt;
-use std::io;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::sync::Arc;
 
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    RecvWr, SendWr, Wc,
+    RecvWr, SEND_INLINE, SendWr, Wc,
 };
 
-use crate::proto::{self, DeviceInfo, Reply, Request, UpRequest};
+use crate::proto::{self, DeviceInfo, Reply, Request, SqEntry, UpRequest};
+use crate::shm::{Region, Ring, RingInfo};
+use crate::sys;
 
 /// A refused call: the errno a provider would return, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,6 +66,14 @@ pub struct Frame {
 pub struct Client {
     stream: UnixStream,
     daemon_pid: u32,
+    /// The open context's shared region and the eventfd that wakes the daemon.
+    region: Option<(Arc<Region>, OwnedFd)>,
+    /// Rings, by QP (send, receive), SRQ and CQ; QP capabilities for checks at post time.
+    sqs: HashMap<u32, (Ring, QpCap)>,
+    rqs: HashMap<u32, (Ring, QpCap)>,
+    srqs: HashMap<u32, (Ring, u32)>,
+    cqs: HashMap<u32, Ring>,
+    scratch: Vec<u8>,
 }
 
 fn unexpected(r: Reply) -> Error {
@@ -86,6 +99,12 @@ impl Client {
         let mut c = Client {
             stream,
             daemon_pid: 0,
+            region: None,
+            sqs: HashMap::new(),
+            rqs: HashMap::new(),
+            srqs: HashMap::new(),
+            cqs: HashMap::new(),
+            scratch: Vec::new(),
         };
         match c.call(Request::Hello {
             version: proto::VERSION,
@@ -157,9 +176,59 @@ impl Client {
         }
     }
 
-    /// Makes this connection a context of device `name`.
+    /// Makes this connection a context of device `name`, and maps the region its work
+    /// requests and completions travel through.
     pub fn open(&mut self, name: &str) -> Result<()> {
-        self.ok(Request::Open { name: name.into() })
+        proto::send(&mut self.stream, &Request::Open { name: name.into() })?;
+        // The reply's first bytes carry the region's memfd and the daemon's eventfd.
+        let mut buf = vec![0u8; 4096];
+        let (n, mut fds) = sys::recv_fds(self.stream.as_raw_fd(), &mut buf, 2)?;
+        buf.truncate(n);
+        if buf.len() < 4 {
+            let mut rest = vec![0u8; 4 - buf.len()];
+            self.stream.read_exact(&mut rest)?;
+            buf.extend_from_slice(&rest);
+        }
+        let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+        if len > proto::MAX_MESSAGE {
+            return Err(Error {
+                errno: libc::EPROTO,
+                message: "reply too long".into(),
+            });
+        }
+        let mut rest = vec![0u8; (4 + len).saturating_sub(buf.len())];
+        self.stream.read_exact(&mut rest)?;
+        buf.extend_from_slice(&rest);
+        match proto::decode::<Reply>(&buf[4..])? {
+            Reply::Ok if fds.len() == 2 => {
+                let wake = fds.pop().expect("two");
+                let region = Region::open(&fds[0])?;
+                self.region = Some((region, wake));
+                Ok(())
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    fn region(&self) -> Result<&Arc<Region>> {
+        self.region.as_ref().map(|(r, _)| r).ok_or(Error {
+            errno: libc::EINVAL,
+            message: "open a device first".into(),
+        })
+    }
+
+    fn ring(&self, info: RingInfo) -> Result<Ring> {
+        Ok(Ring::new(self.region()?, info)?)
+    }
+
+    /// Tells the daemon work was posted: a doorbell count, and a wake-up only if it sleeps.
+    fn doorbell(&self) {
+        if let Some((region, wake)) = &self.region {
+            region.ring_doorbell();
+            if region.sleeping() {
+                sys::signal(wake.as_raw_fd());
+            }
+        }
     }
 
     /// `ibv_query_device`.
@@ -213,17 +282,37 @@ impl Client {
 
     /// `ibv_create_cq`.
     pub fn create_cq(&mut self, cqe: u32) -> Result<u32> {
-        self.handle(Request::CreateCq { cqe })
+        match self.call(Request::CreateCq { cqe })? {
+            Reply::CqCreated { cq, ring } => {
+                let ring = self.ring(ring)?;
+                self.cqs.insert(cq, ring);
+                Ok(cq)
+            }
+            r => Err(unexpected(r)),
+        }
     }
 
     /// `ibv_destroy_cq`.
     pub fn destroy_cq(&mut self, cq: u32) -> Result<()> {
-        self.ok(Request::DestroyCq(cq))
+        self.ok(Request::DestroyCq(cq))?;
+        self.cqs.remove(&cq);
+        Ok(())
     }
 
     /// `ibv_create_qp`; returns the QP number.
     pub fn create_qp(&mut self, pd: u32, init: QpInit) -> Result<u32> {
-        self.handle(Request::CreateQp { pd, init })
+        match self.call(Request::CreateQp { pd, init })? {
+            Reply::QpCreated { qpn, sq, rq } => {
+                let sq = self.ring(sq)?;
+                self.sqs.insert(qpn, (sq, init.cap));
+                if let Some(rq) = rq {
+                    let rq = self.ring(rq)?;
+                    self.rqs.insert(qpn, (rq, init.cap));
+                }
+                Ok(qpn)
+            }
+            r => Err(unexpected(r)),
+        }
     }
 
     /// `ibv_modify_qp` (the daemon resolves the address handle's MAC).
@@ -241,50 +330,112 @@ impl Client {
 
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        self.ok(Request::DestroyQp(qpn))
+        self.ok(Request::DestroyQp(qpn))?;
+        self.sqs.remove(&qpn);
+        self.rqs.remove(&qpn);
+        Ok(())
     }
 
-    fn posted(&mut self, req: Request) -> Result<()> {
-        match self.call(req)? {
-            Reply::Ok => Ok(()),
-            Reply::Posted { accepted, errno } => Err(Error {
-                errno,
-                message: format!("work request {accepted} refused"),
-            }),
-            r => Err(unexpected(r)),
-        }
-    }
-
-    /// `ibv_post_send`.
+    /// `ibv_post_send`: each work request goes into the QP's send ring; no message, and a
+    /// syscall only to wake a sleeping daemon. Refused with the errno rxe gives: EINVAL for
+    /// more SGEs or inline bytes than the QP has room for, ENOMEM when the ring is full.
     pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
-        self.posted(Request::PostSend { qpn, wrs })
-    }
-
-    /// `ibv_post_recv`.
-    pub fn post_recv(&mut self, qpn: u32, wrs: Vec<RecvWr>) -> Result<()> {
-        self.posted(Request::PostRecv { qpn, wrs })
-    }
-
-    /// `ibv_poll_cq`.
-    pub fn poll_cq(&mut self, cq: u32, max: u32) -> Result<Vec<Wc>> {
-        match self.call(Request::PollCq { cq, max })? {
-            Reply::Completions(c) => Ok(c),
-            r => Err(unexpected(r)),
+        let mut result = Ok(());
+        for (n, wr) in wrs.into_iter().enumerate() {
+            if let Err(e) = self.post_one_send(qpn, wr) {
+                result = Err(Error {
+                    errno: e.errno,
+                    message: format!("work request {n}: {}", e.message),
+                });
+                break;
+            }
         }
+        self.doorbell();
+        result
+    }
+
+    fn post_one_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
+        let einval = |m: &str| Error {
+            errno: libc::EINVAL,
+            message: m.into(),
+        };
+        let (_, cap) = self.sqs.get(&qpn).ok_or_else(|| einval("no such QP"))?;
+        if wr.sgl.len() > cap.max_send_sge as usize {
+            return Err(einval("too many SGEs"));
+        }
+        let inline = if wr.flags & SEND_INLINE != 0 && wr.op.sends_data() {
+            // Inline bytes are taken now, at post time (IBA 10.8.2.2).
+            let len: usize = wr.sgl.iter().map(|s| s.length as usize).sum();
+            if len > cap.max_inline_data as usize {
+                return Err(einval("inline data above max_inline_data"));
+            }
+            let mut data = vec![0u8; len];
+            let mut at = 0;
+            for sge in &wr.sgl {
+                let end = at + sge.length as usize;
+                sys::vm_read(std::process::id(), sge.addr, &mut data[at..end])
+                    .map_err(|_| einval("inline data address not readable"))?;
+                at = end;
+            }
+            Some(data)
+        } else {
+            None
+        };
+        let body = proto::body(&SqEntry { wr, inline })?;
+        let (ring, _) = self.sqs.get_mut(&qpn).expect("checked");
+        if !ring.push(&body) {
+            return Err(Error {
+                errno: libc::ENOMEM,
+                message: "the send queue is full".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_recv`, through the QP's receive ring.
+    pub fn post_recv(&mut self, qpn: u32, wrs: Vec<RecvWr>) -> Result<()> {
+        let result = post_recvs(
+            self.rqs.get_mut(&qpn).map(|(r, c)| (r, c.max_recv_sge)),
+            wrs,
+        );
+        self.doorbell();
+        result
+    }
+
+    /// `ibv_poll_cq`: completions from the CQ's ring, with no syscall.
+    pub fn poll_cq(&mut self, cq: u32, max: u32) -> Result<Vec<Wc>> {
+        let ring = self.cqs.get_mut(&cq).ok_or(Error {
+            errno: libc::EINVAL,
+            message: "no such CQ".into(),
+        })?;
+        let mut out = Vec::new();
+        while out.len() < max as usize && ring.pop(&mut self.scratch) {
+            out.push(proto::decode::<Wc>(&self.scratch)?);
+        }
+        Ok(out)
     }
 
     /// `ibv_create_srq`.
     pub fn create_srq(&mut self, pd: u32, max_wr: u32, max_sge: u32) -> Result<u32> {
-        self.handle(Request::CreateSrq {
+        match self.call(Request::CreateSrq {
             pd,
             max_wr,
             max_sge,
-        })
+        })? {
+            Reply::SrqCreated { srq, ring } => {
+                let ring = self.ring(ring)?;
+                self.srqs.insert(srq, (ring, max_sge));
+                Ok(srq)
+            }
+            r => Err(unexpected(r)),
+        }
     }
 
-    /// `ibv_post_srq_recv`.
+    /// `ibv_post_srq_recv`, through the SRQ's ring.
     pub fn post_srq_recv(&mut self, srq: u32, wrs: Vec<RecvWr>) -> Result<()> {
-        self.posted(Request::PostSrqRecv { srq, wrs })
+        let result = post_recvs(self.srqs.get_mut(&srq).map(|(r, m)| (r, *m)), wrs);
+        self.doorbell();
+        result
     }
 
     /// Arms an SRQ's limit (`ibv_modify_srq`).
@@ -353,4 +504,29 @@ impl Client {
         }
         Ok(out)
     }
+}
+
+/// Puts receive work requests into a receive or shared receive ring (`ring` and its SGE limit).
+fn post_recvs(ring: Option<(&mut Ring, u32)>, wrs: Vec<RecvWr>) -> Result<()> {
+    let Some((ring, max_sge)) = ring else {
+        return Err(Error {
+            errno: libc::EINVAL,
+            message: "no such queue".into(),
+        });
+    };
+    for (n, wr) in wrs.iter().enumerate() {
+        if wr.sgl.len() > max_sge as usize {
+            return Err(Error {
+                errno: libc::EINVAL,
+                message: format!("work request {n}: too many SGEs"),
+            });
+        }
+        if !ring.push(&proto::body(wr)?) {
+            return Err(Error {
+                errno: libc::ENOMEM,
+                message: format!("work request {n}: the queue is full"),
+            });
+        }
+    }
+    Ok(())
 }

@@ -19,6 +19,8 @@ pub mod netns;
 pub mod packet;
 pub mod proto;
 #[allow(unsafe_code)]
+pub mod shm;
+#[allow(unsafe_code)]
 pub mod sys;
 #[allow(unsafe_code)]
 pub mod xdp;

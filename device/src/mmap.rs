@@ -58,4 +58,3 @@ impl Drop for Mmap {
         unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
-

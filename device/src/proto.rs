@@ -5,16 +5,35 @@
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Serialize};
+
+use crate::shm::RingInfo;
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    RecvWr, SendWr, Wc,
+    SendWr,
 };
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
 pub const VERSION: u32 = 1;
 
-/// The longest message accepted (a batch of work requests with inline data fits).
+/// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
+
+/// Bytes per send ring slot: a work request with 32 SGEs and 256 inline bytes fits.
+pub const SQ_SLOT: u32 = 2048;
+/// Bytes per receive ring slot: a receive work request with 32 SGEs fits.
+pub const RQ_SLOT: u32 = 1024;
+/// Bytes per completion ring slot.
+pub const CQ_SLOT: u32 = 128;
+
+/// What a send ring slot carries: the work request, and for an inline one the bytes the
+/// program took from its buffers when it posted (IBA 10.8.2.2: inline data is copied at post).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SqEntry {
+    /// The work request.
+    pub wr: SendWr,
+    /// The inline bytes, if any.
+    pub inline: Option<Vec<u8>>,
+}
 
 /// Which backend a device uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -80,7 +99,9 @@ pub enum Request {
         /// Its name.
         name: String,
     },
-    /// Makes this connection a context of the device.
+    /// Makes this connection a context of the device. The reply carries two descriptors: the
+    /// context's shared region (a memfd, see [`crate::shm`]) and the eventfd that wakes the
+    /// daemon.
     Open {
         /// Its name.
         name: String,
@@ -147,27 +168,6 @@ pub enum Request {
     QueryQp(u32),
     /// `ibv_destroy_qp`.
     DestroyQp(u32),
-    /// `ibv_post_send`.
-    PostSend {
-        /// The QP.
-        qpn: u32,
-        /// The work requests, in order.
-        wrs: Vec<SendWr>,
-    },
-    /// `ibv_post_recv`.
-    PostRecv {
-        /// The QP.
-        qpn: u32,
-        /// The work requests, in order.
-        wrs: Vec<RecvWr>,
-    },
-    /// `ibv_poll_cq`.
-    PollCq {
-        /// The CQ.
-        cq: u32,
-        /// At most this many.
-        max: u32,
-    },
     /// `ibv_resize_cq`.
     ResizeCq {
         /// The CQ.
@@ -193,13 +193,6 @@ pub enum Request {
     },
     /// `ibv_destroy_srq`.
     DestroySrq(u32),
-    /// `ibv_post_srq_recv`.
-    PostSrqRecv {
-        /// The SRQ.
-        srq: u32,
-        /// The work requests, in order.
-        wrs: Vec<RecvWr>,
-    },
     /// `ibv_alloc_mw`.
     AllocMw {
         /// The PD.
@@ -239,8 +232,31 @@ pub enum Reply {
         /// The daemon's pid (for `prctl(PR_SET_PTRACER)`).
         pid: u32,
     },
-    /// A new object's handle (PD, MR key, CQ, QP number).
+    /// A new object's handle (PD, MR key, window key).
     Handle(u32),
+    /// A new QP: its number and its rings (no receive ring on an SRQ).
+    QpCreated {
+        /// The QP number.
+        qpn: u32,
+        /// Send work requests, program to daemon ([`SqEntry`]s).
+        sq: RingInfo,
+        /// Receive work requests, program to daemon (`RecvWr`s).
+        rq: Option<RingInfo>,
+    },
+    /// A new CQ and its ring of completions, daemon to program (`Wc`s).
+    CqCreated {
+        /// The CQ.
+        cq: u32,
+        /// Its ring.
+        ring: RingInfo,
+    },
+    /// A new SRQ and its ring of receive work requests, program to daemon.
+    SrqCreated {
+        /// The SRQ.
+        srq: u32,
+        /// Its ring.
+        ring: RingInfo,
+    },
     /// Devices.
     Devices(Vec<DeviceInfo>),
     /// Device attributes.
@@ -253,15 +269,6 @@ pub enum Reply {
     Counters(Counters),
     /// A QP's attributes.
     Qp(QpAttr, QpCap),
-    /// Some work requests were refused: how many were posted before, and why.
-    Posted {
-        /// WRs accepted.
-        accepted: u32,
-        /// The errno for the first refused one.
-        errno: i32,
-    },
-    /// Completions.
-    Completions(Vec<Wc>),
     /// Events.
     Events(Vec<Event>),
     /// A captured frame.
@@ -279,9 +286,14 @@ pub enum Reply {
     },
 }
 
+/// Encodes a message without a length prefix (for a ring slot).
+pub fn body<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
+    bincode::serialize(msg).map_err(io::Error::other)
+}
+
 /// Encodes a message with its length prefix.
 pub fn encode<T: Serialize>(msg: &T) -> io::Result<Vec<u8>> {
-    let body = bincode::serialize(msg).map_err(io::Error::other)?;
+    let body = body(msg)?;
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
     frame.extend_from_slice(&body);

@@ -648,6 +648,13 @@ impl<M: Memory> Engine<M> {
     /// WR the QP cannot carry, ENOMEM when the queue is full); a QP in error completes it at
     /// once with IBV_WC_WR_FLUSH_ERR.
     pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
+        self.post_send_with(qpn, wr, None)
+    }
+
+    /// [`post_send`](Self::post_send) with the bytes of an inline WR already taken (by a
+    /// program that posts through shared memory and copied them when it posted). They must
+    /// be the SGEs' total length.
+    pub fn post_send_with(&mut self, qpn: u32, wr: SendWr, taken: Option<Vec<u8>>) -> Result<()> {
         let qp = self
             .qps
             .get_mut(&qpn)
@@ -693,17 +700,24 @@ impl<M: Memory> Engine<M> {
                 return Err(VerbsError::Invalid("inline data above max_inline_data"));
             }
             // Inline data is copied now; its lkeys are not checked (IBA 10.8.2.2).
-            let mut data = vec![0; len as usize].into_boxed_slice();
-            let mut at = 0;
-            for sge in &wr.sgl {
-                let dst = &mut data[at..at + sge.length as usize];
-                self.sh
-                    .mem
-                    .read(qp.space, sge.addr, dst)
-                    .map_err(|_| VerbsError::Invalid("inline data address not readable"))?;
-                at += sge.length as usize;
+            if let Some(data) = taken {
+                if data.len() != len as usize {
+                    return Err(VerbsError::Invalid("inline data of the wrong length"));
+                }
+                Some(data.into_boxed_slice())
+            } else {
+                let mut data = vec![0; len as usize].into_boxed_slice();
+                let mut at = 0;
+                for sge in &wr.sgl {
+                    let dst = &mut data[at..at + sge.length as usize];
+                    self.sh
+                        .mem
+                        .read(qp.space, sge.addr, dst)
+                        .map_err(|_| VerbsError::Invalid("inline data address not readable"))?;
+                    at += sge.length as usize;
+                }
+                Some(data)
             }
-            Some(data)
         } else {
             None
         };

@@ -5,12 +5,15 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
-use softrnic_emu_core::{AttrMask, Engine, Event, Space, VerbsError, Wc, WcOpcode, WcStatus};
+use softrnic_emu_core::{AttrMask, Engine, Event, Space, VerbsError};
 
+use super::rings::Rings;
 use super::{Daemon, ProcessMemory};
 use crate::proto::{self, Reply, Request};
+use crate::shm::Region;
 use crate::sys;
 
 /// Objects a context created.
@@ -35,6 +38,10 @@ pub(super) struct Context {
     pub dropped: u64,
     /// Events for this context's objects, until it asks for them.
     pub events: VecDeque<Event>,
+    /// The shared region and its rings (empty until a device is opened).
+    pub rings: Rings,
+    /// The region's memfd, to send with the next reply (the Open reply).
+    pub send_fds: Option<OwnedFd>,
     pub pid: u32,
     pub uid: u32,
     pub space: Space,
@@ -70,6 +77,8 @@ impl Context {
             capture: None,
             dropped: 0,
             events: VecDeque::new(),
+            rings: Rings::default(),
+            send_fds: None,
             pid,
             uid,
             space,
@@ -131,11 +140,21 @@ impl Context {
         }
     }
 
-    /// Queues a message for the socket.
+    /// Queues a message for the socket; the Open reply goes at once, with the region's memfd
+    /// and the wake-up eventfd.
     pub fn queue(&mut self, msg: &Reply) {
-        if let Ok(bytes) = proto::encode(msg) {
-            self.outbuf.extend_from_slice(&bytes);
+        let Ok(bytes) = proto::encode(msg) else {
+            return;
+        };
+        if let Some(memfd) = self.send_fds.take() {
+            let wake = self.rings.wake_fd().expect("set with the region");
+            while !self.outbuf.is_empty() && self.flush().is_ok() {
+                std::thread::yield_now();
+            }
+            let _ = sys::send_fds(self.stream.as_raw_fd(), &bytes, &[memfd.as_raw_fd(), wake]);
+            return;
         }
+        self.outbuf.extend_from_slice(&bytes);
     }
 
     /// Writes what the socket takes now, without blocking. Err when the peer has gone.
@@ -265,6 +284,16 @@ impl Daemon {
                 if ctx.device.is_some() {
                     return error(libc::EINVAL, "this connection has a device open already");
                 }
+                let (region, memfd) = match Region::create() {
+                    Ok(r) => r,
+                    Err(e) => return error(libc::ENOMEM, format!("shared region: {e}")),
+                };
+                let wake = match sys::eventfd() {
+                    Ok(w) => w,
+                    Err(e) => return error(libc::ENOMEM, format!("eventfd: {e}")),
+                };
+                ctx.rings = Rings::new(region, wake);
+                ctx.send_fds = Some(memfd);
                 ctx.device = Some(d);
                 let (space, pid) = (ctx.space, ctx.pid);
                 let dev = self.devices[d].as_mut().expect("found");
@@ -313,16 +342,6 @@ impl Daemon {
                 Err(e) => return error(libc::EHOSTUNREACH, e.to_string()),
             }
         }
-        if let Request::PostSend { wrs, .. } = &mut req {
-            for wr in wrs.iter_mut() {
-                if let Some(ud) = wr.ud.as_mut() {
-                    match self.resolve(d, ud.ah.dgid) {
-                        Ok(mac) => ud.ah.dmac = softrnic_wire::EthernetAddress(mac),
-                        Err(e) => return error(libc::EHOSTUNREACH, e.to_string()),
-                    }
-                }
-            }
-        }
         let ctx = self.contexts[i].as_mut().expect("open");
         let engine = &mut self.devices[d].as_mut().expect("open").engine;
         let o = &mut ctx.owned;
@@ -369,12 +388,22 @@ impl Daemon {
                 })
             }
             Request::CreateCq { cqe } => handle_or(engine.create_cq(cqe), |cq| {
-                o.cqs.insert(cq);
-                Reply::Handle(cq)
+                match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                    Ok((info, ring)) => {
+                        o.cqs.insert(cq);
+                        ctx.rings.cqs.insert(cq, ring);
+                        Reply::CqCreated { cq, ring: info }
+                    }
+                    Err(e) => {
+                        let _ = engine.destroy_cq(cq);
+                        error(libc::ENOMEM, e.to_string())
+                    }
+                }
             }),
             Request::DestroyCq(cq) if o.cqs.contains(&cq) => {
                 handle_or(engine.destroy_cq(cq), |()| {
                     o.cqs.remove(&cq);
+                    ctx.rings.cqs.remove(&cq);
                     Reply::Ok
                 })
             }
@@ -388,8 +417,37 @@ impl Daemon {
                     && init.srq.is_none_or(|s| o.srqs.contains(&s)) =>
             {
                 handle_or(engine.create_qp(pd, init), |qpn| {
-                    o.qps.insert(qpn);
-                    Reply::Handle(qpn)
+                    let rings = ctx
+                        .rings
+                        .new_ring(init.cap.max_send_wr, proto::SQ_SLOT)
+                        .and_then(|sq| {
+                            let rq = match init.srq {
+                                Some(_) => None,
+                                None => {
+                                    Some(ctx.rings.new_ring(init.cap.max_recv_wr, proto::RQ_SLOT)?)
+                                }
+                            };
+                            Ok((sq, rq))
+                        });
+                    match rings {
+                        Ok(((sq_info, sq), rq)) => {
+                            o.qps.insert(qpn);
+                            ctx.rings.sqs.insert(qpn, sq);
+                            let rq_info = rq.map(|(info, ring)| {
+                                ctx.rings.rqs.insert(qpn, ring);
+                                info
+                            });
+                            Reply::QpCreated {
+                                qpn,
+                                sq: sq_info,
+                                rq: rq_info,
+                            }
+                        }
+                        Err(e) => {
+                            let _ = engine.destroy_qp(qpn);
+                            error(libc::ENOMEM, e.to_string())
+                        }
+                    }
                 })
             }
             Request::ModifyQp { qpn, attr, mask } if o.qps.contains(&qpn) => {
@@ -401,49 +459,44 @@ impl Daemon {
             Request::DestroyQp(qpn) if o.qps.contains(&qpn) => {
                 handle_or(engine.destroy_qp(qpn), |()| {
                     o.qps.remove(&qpn);
+                    ctx.rings.sqs.remove(&qpn);
+                    ctx.rings.rqs.remove(&qpn);
                     Reply::Ok
                 })
             }
-            Request::PostSend { qpn, wrs } if o.qps.contains(&qpn) => {
-                for (n, wr) in wrs.into_iter().enumerate() {
-                    if let Err(e) = engine.post_send(qpn, wr) {
-                        return Reply::Posted {
-                            accepted: n as u32,
-                            errno: e.errno(),
-                        };
-                    }
-                }
-                Reply::Ok
-            }
-            Request::PostRecv { qpn, wrs } if o.qps.contains(&qpn) => {
-                for (n, wr) in wrs.into_iter().enumerate() {
-                    if let Err(e) = engine.post_recv(qpn, wr) {
-                        return Reply::Posted {
-                            accepted: n as u32,
-                            errno: e.errno(),
-                        };
-                    }
-                }
-                Reply::Ok
-            }
-            Request::PollCq { cq, max } if o.cqs.contains(&cq) => {
-                let mut out =
-                    vec![Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); max.min(4096) as usize];
-                handle_or(engine.poll_cq(cq, &mut out), |n| {
-                    out.truncate(n);
-                    Reply::Completions(out)
-                })
-            }
             Request::ResizeCq { cq, cqe } if o.cqs.contains(&cq) => {
-                handle_or(engine.resize_cq(cq, cqe), |()| Reply::Ok)
+                handle_or(engine.resize_cq(cq, cqe), |()| {
+                    // A new ring, holding the completions the program has not taken yet.
+                    match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                        Ok((info, mut ring)) => {
+                            if let Some(old) = ctx.rings.cqs.get(&cq) {
+                                for wc in old.unconsumed() {
+                                    ring.push(&wc);
+                                }
+                            }
+                            ctx.rings.cqs.insert(cq, ring);
+                            Reply::CqCreated { cq, ring: info }
+                        }
+                        Err(e) => error(libc::ENOMEM, e.to_string()),
+                    }
+                })
             }
             Request::CreateSrq {
                 pd,
                 max_wr,
                 max_sge,
             } if o.pds.contains(&pd) => handle_or(engine.create_srq(pd, max_wr, max_sge), |srq| {
-                o.srqs.insert(srq);
-                Reply::Handle(srq)
+                match ctx.rings.new_ring(max_wr, proto::RQ_SLOT) {
+                    Ok((info, ring)) => {
+                        o.srqs.insert(srq);
+                        ctx.rings.srqs.insert(srq, ring);
+                        Reply::SrqCreated { srq, ring: info }
+                    }
+                    Err(e) => {
+                        let _ = engine.destroy_srq(srq);
+                        error(libc::ENOMEM, e.to_string())
+                    }
+                }
             }),
             Request::ModifySrq { srq, limit } if o.srqs.contains(&srq) => {
                 handle_or(engine.modify_srq_limit(srq, limit), |()| Reply::Ok)
@@ -451,19 +504,9 @@ impl Daemon {
             Request::DestroySrq(srq) if o.srqs.contains(&srq) => {
                 handle_or(engine.destroy_srq(srq), |()| {
                     o.srqs.remove(&srq);
+                    ctx.rings.srqs.remove(&srq);
                     Reply::Ok
                 })
-            }
-            Request::PostSrqRecv { srq, wrs } if o.srqs.contains(&srq) => {
-                for (n, wr) in wrs.into_iter().enumerate() {
-                    if let Err(e) = engine.post_srq_recv(srq, wr) {
-                        return Reply::Posted {
-                            accepted: n as u32,
-                            errno: e.errno(),
-                        };
-                    }
-                }
-                Reply::Ok
             }
             Request::AllocMw { pd, mw_type } if o.pds.contains(&pd) => {
                 handle_or(engine.alloc_mw(pd, mw_type), |key| {

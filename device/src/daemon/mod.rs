@@ -9,6 +9,7 @@
 
 mod context;
 mod memory;
+mod rings;
 
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -162,7 +163,9 @@ impl Daemon {
         while !stop.load(Ordering::Relaxed) {
             let mut busy = self.accept();
             busy |= self.serve();
+            busy |= self.take_posted();
             busy |= self.pump();
+            busy |= self.fill_cqs();
             self.deliver_taps();
             if busy {
                 last_work = StdInstant::now();
@@ -172,8 +175,20 @@ impl Daemon {
                 std::thread::yield_now();
                 continue;
             }
+            // Going to sleep: say so in every region, then look once more, so work posted in
+            // between is not left waiting (its program saw the flag and wrote the eventfd, or
+            // we see its doorbell now).
+            let contexts = self.contexts.iter().flatten();
+            contexts.clone().for_each(|c| c.rings.set_sleeping(true));
+            if contexts.clone().any(|c| c.rings.rung()) {
+                contexts.for_each(|c| c.rings.set_sleeping(false));
+                continue;
+            }
             let mut fds = vec![self.listener.as_raw_fd()];
-            fds.extend(self.contexts.iter().flatten().map(|c| c.stream.as_raw_fd()));
+            for c in self.contexts.iter().flatten() {
+                fds.push(c.stream.as_raw_fd());
+                fds.extend(c.rings.wake_fd());
+            }
             for d in self.devices.iter().flatten() {
                 fds.extend(d.wire.fd());
                 fds.extend(d.watch.as_ref().map(gid::Watch::fd));
@@ -190,8 +205,70 @@ impl Daemon {
                 (ms as i32).min(MAX_SLEEP_MS)
             });
             sys::poll_readable(&fds, wait)?;
+            self.contexts
+                .iter()
+                .flatten()
+                .for_each(|c| c.rings.set_sleeping(false));
         }
         Ok(())
+    }
+
+    /// Takes the work requests programs posted into their rings and gives them to the engine.
+    /// An address handle's MAC is resolved first, as for a modify_qp.
+    fn take_posted(&mut self) -> bool {
+        let mut any = false;
+        for i in 0..self.contexts.len() {
+            let Some(ctx) = self.contexts[i].as_mut() else {
+                continue;
+            };
+            let Some(d) = ctx.device else { continue };
+            let posted = ctx.rings.take_posted();
+            any |= !posted.is_empty();
+            for p in posted {
+                let result = match p {
+                    rings::Posted::Send(qpn, mut e) => {
+                        if let Some(ud) = e.wr.ud.as_mut() {
+                            match self.resolve(d, ud.ah.dgid) {
+                                Ok(mac) => ud.ah.dmac = EthernetAddress(mac),
+                                Err(err) => {
+                                    tracing::warn!(%err, "a UD work request to an unreachable GID");
+                                }
+                            }
+                        }
+                        // A context has rings only for its own QPs and SRQs.
+                        let engine = &mut self.devices[d].as_mut().expect("open").engine;
+                        engine.post_send_with(qpn, e.wr, e.inline)
+                    }
+                    rings::Posted::Recv(qpn, wr) => self.devices[d]
+                        .as_mut()
+                        .expect("open")
+                        .engine
+                        .post_recv(qpn, wr),
+                    rings::Posted::SrqRecv(srq, wr) => self.devices[d]
+                        .as_mut()
+                        .expect("open")
+                        .engine
+                        .post_srq_recv(srq, wr),
+                };
+                if let Err(e) = result {
+                    // The program checks what it can before it posts; what it could not know
+                    // (a full queue, a state change) is logged.
+                    tracing::warn!(error = %e, "a posted work request was refused");
+                }
+            }
+        }
+        any
+    }
+
+    /// Moves new completions into the programs' CQ rings.
+    fn fill_cqs(&mut self) -> bool {
+        let mut any = false;
+        for ctx in self.contexts.iter_mut().flatten() {
+            if let Some(dev) = ctx.device.and_then(|d| self.devices[d].as_mut()) {
+                any |= ctx.rings.fill_cqs(&mut dev.engine);
+            }
+        }
+        any
     }
 
     fn accept(&mut self) -> bool {

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use softrnic_emu_core::native::Link;
 
-pub use bpf::Mode;
 use crate::mmap::Mmap;
+pub use bpf::Mode;
 use ring::Ring;
 
 use crate::sys;
