@@ -210,6 +210,32 @@ impl Client {
         }
     }
 
+    /// Reads a reply whose first bytes carry up to `max_fds` descriptors.
+    fn reply_with_fds(&mut self, max_fds: usize) -> Result<(Reply, Vec<OwnedFd>)> {
+        let mut buf = vec![0u8; 4096];
+        let (n, fds) = sys::recv_fds(self.stream.as_raw_fd(), &mut buf, max_fds)?;
+        buf.truncate(n);
+        if buf.len() < 4 {
+            let mut rest = vec![0u8; 4 - buf.len()];
+            self.stream.read_exact(&mut rest)?;
+            buf.extend_from_slice(&rest);
+        }
+        let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
+        if len > proto::MAX_MESSAGE {
+            return Err(Error {
+                errno: libc::EPROTO,
+                message: "reply too long".into(),
+            });
+        }
+        let mut rest = vec![0u8; (4 + len).saturating_sub(buf.len())];
+        self.stream.read_exact(&mut rest)?;
+        buf.extend_from_slice(&rest);
+        match proto::decode::<Reply>(&buf[4..])? {
+            Reply::Error { errno, message } => Err(Error { errno, message }),
+            r => Ok((r, fds)),
+        }
+    }
+
     fn region(&self) -> Result<&Arc<Region>> {
         self.region.as_ref().map(|(r, _)| r).ok_or(Error {
             errno: libc::EINVAL,
@@ -282,7 +308,12 @@ impl Client {
 
     /// `ibv_create_cq`.
     pub fn create_cq(&mut self, cqe: u32) -> Result<u32> {
-        match self.call(Request::CreateCq { cqe })? {
+        self.create_cq_on(cqe, None)
+    }
+
+    /// `ibv_create_cq` with a completion channel.
+    pub fn create_cq_on(&mut self, cqe: u32, channel: Option<u32>) -> Result<u32> {
+        match self.call(Request::CreateCq { cqe, channel })? {
             Reply::CqCreated { cq, ring } => {
                 let ring = self.ring(ring)?;
                 self.cqs.insert(cq, ring);
@@ -413,6 +444,30 @@ impl Client {
             out.push(proto::decode::<Wc>(&self.scratch)?);
         }
         Ok(out)
+    }
+
+    /// `ibv_create_comp_channel`: the channel and its fd, readable when an armed CQ on it gets
+    /// a completion.
+    pub fn create_comp_channel(&mut self) -> Result<(u32, OwnedFd)> {
+        proto::send(&mut self.stream, &Request::CreateCompChannel)?;
+        let (reply, mut fds) = self.reply_with_fds(1)?;
+        match (reply, fds.pop()) {
+            (Reply::Handle(id), Some(fd)) => Ok((id, fd)),
+            (r, _) => Err(unexpected(r)),
+        }
+    }
+
+    /// The CQs a channel's notifications were for (`ibv_get_cq_event` once its fd is readable).
+    pub fn cq_events(&mut self, channel: u32) -> Result<Vec<u32>> {
+        match self.call(Request::CqEvents { channel })? {
+            Reply::Cqs(c) => Ok(c),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `ibv_req_notify_cq`.
+    pub fn req_notify_cq(&mut self, cq: u32, solicited: bool) -> Result<()> {
+        self.ok(Request::ReqNotifyCq { cq, solicited })
     }
 
     /// `ibv_create_srq`.

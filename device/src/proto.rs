@@ -138,6 +138,17 @@ pub enum Request {
     CreateCq {
         /// Capacity.
         cqe: u32,
+        /// The completion channel its notifications go to, if any.
+        channel: Option<u32>,
+    },
+    /// `ibv_create_comp_channel`: the reply's Handle comes with the channel's eventfd, which
+    /// becomes readable when an armed CQ on the channel gets a completion.
+    CreateCompChannel,
+    /// The CQs whose notifications reached this channel since the last call
+    /// (`ibv_get_cq_event`, after the eventfd is readable).
+    CqEvents {
+        /// The channel.
+        channel: u32,
     },
     /// `ibv_destroy_cq`.
     DestroyCq(u32),
@@ -271,6 +282,8 @@ pub enum Reply {
     Qp(QpAttr, QpCap),
     /// Events.
     Events(Vec<Event>),
+    /// CQs that fired.
+    Cqs(Vec<u32>),
     /// A captured frame.
     Frame {
         /// The device it passed through.

@@ -769,3 +769,68 @@ fn srqs_and_events_reach_only_their_context() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn a_completion_channel_fd_fires_for_an_armed_cq() {
+    use std::os::fd::AsRawFd;
+    let d = daemon("chan", 1);
+    let mut a = context(d.path(), "srnic0");
+    let mut b = Client::connect(d.path()).unwrap();
+    b.open("srnic0").unwrap();
+    let (channel, fd) = b.create_comp_channel().unwrap();
+    let pd = b.alloc_pd().unwrap();
+    let cq = b.create_cq_on(16, Some(channel)).unwrap();
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let init = QpInit {
+        qp_type: QpType::Rc,
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap,
+        sq_sig_all: false,
+    };
+    let qp = b.create_qp(pd, init).unwrap();
+    let gid = b.gids().unwrap()[0];
+    let mut bctx = Ctx {
+        c: b,
+        pd,
+        cq,
+        qp,
+        gid,
+    };
+    pair(&mut a, &mut bctx);
+    let buf = [0u8; 16];
+    let key = bctx.c.reg_mr(pd, buf.as_ptr() as u64, 16, ALL).unwrap();
+    let sgl = vec![Sge {
+        addr: buf.as_ptr() as u64,
+        length: 16,
+        lkey: key,
+    }];
+    bctx.c
+        .post_recv(qp, vec![RecvWr { wr_id: 5, sgl }])
+        .unwrap();
+    bctx.c.req_notify_cq(cq, false).unwrap();
+    // Nothing yet: the fd is quiet.
+    assert_eq!(
+        softrnic_device::sys::poll_readable(&[fd.as_raw_fd()], 0).unwrap(),
+        0
+    );
+    a.c.post_send(a.qp, vec![wr(1, SendOp::Send, &[], 0)])
+        .unwrap();
+    // A program would block in poll(2) or epoll here.
+    assert_eq!(
+        softrnic_device::sys::poll_readable(&[fd.as_raw_fd()], 10_000).unwrap(),
+        1
+    );
+    assert_eq!(bctx.c.cq_events(channel).unwrap(), [cq]);
+    let wc = bctx.c.poll_cq(cq, 4).unwrap();
+    assert_eq!((wc[0].wr_id, wc[0].status), (5, WcStatus::Success));
+    // Not re-armed: no second notification.
+    assert_eq!(bctx.c.cq_events(channel).unwrap(), []);
+}

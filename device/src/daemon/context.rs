@@ -3,7 +3,7 @@
 //! program reaches another's objects; and every remote access goes through the engine's key
 //! and PD checks, so none reaches another's memory.
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -40,8 +40,12 @@ pub(super) struct Context {
     pub events: VecDeque<Event>,
     /// The shared region and its rings (empty until a device is opened).
     pub rings: Rings,
-    /// The region's memfd, to send with the next reply (the Open reply).
-    pub send_fds: Option<OwnedFd>,
+    /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
+    pub send_fds: Vec<OwnedFd>,
+    /// Completion channels: each its eventfd and the CQs that fired since it was last asked;
+    /// and which channel each CQ notifies.
+    channels: BTreeMap<u32, (OwnedFd, Vec<u32>)>,
+    cq_channel: BTreeMap<u32, u32>,
     pub pid: u32,
     pub uid: u32,
     pub space: Space,
@@ -78,7 +82,9 @@ impl Context {
             dropped: 0,
             events: VecDeque::new(),
             rings: Rings::default(),
-            send_fds: None,
+            send_fds: Vec::new(),
+            channels: BTreeMap::new(),
+            cq_channel: BTreeMap::new(),
             pid,
             uid,
             space,
@@ -102,6 +108,22 @@ impl Context {
         let req = proto::decode(body);
         self.inbuf.drain(..4 + len);
         Some(req)
+    }
+
+    /// Takes a completion notification for one of its CQs: to the CQ's channel (its eventfd
+    /// fires), or, without a channel, to the async events.
+    pub fn notify(&mut self, event: Event) {
+        if let Event::Completion { cq } = event
+            && let Some((fd, fired)) = self
+                .cq_channel
+                .get(&cq)
+                .and_then(|c| self.channels.get_mut(c))
+        {
+            fired.push(cq);
+            sys::signal(fd.as_raw_fd());
+            return;
+        }
+        self.events.push_back(event);
     }
 
     /// Whether the event is about one of this context's objects.
@@ -146,12 +168,13 @@ impl Context {
         let Ok(bytes) = proto::encode(msg) else {
             return;
         };
-        if let Some(memfd) = self.send_fds.take() {
-            let wake = self.rings.wake_fd().expect("set with the region");
+        if !self.send_fds.is_empty() {
+            let fds: Vec<_> = std::mem::take(&mut self.send_fds);
+            let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
             while !self.outbuf.is_empty() && self.flush().is_ok() {
                 std::thread::yield_now();
             }
-            let _ = sys::send_fds(self.stream.as_raw_fd(), &bytes, &[memfd.as_raw_fd(), wake]);
+            let _ = sys::send_fds(self.stream.as_raw_fd(), &bytes, &raw);
             return;
         }
         self.outbuf.extend_from_slice(&bytes);
@@ -292,8 +315,12 @@ impl Daemon {
                     Ok(w) => w,
                     Err(e) => return error(libc::ENOMEM, format!("eventfd: {e}")),
                 };
+                let wake_copy = match wake.try_clone() {
+                    Ok(w) => w,
+                    Err(e) => return error(libc::EMFILE, format!("eventfd: {e}")),
+                };
                 ctx.rings = Rings::new(region, wake);
-                ctx.send_fds = Some(memfd);
+                ctx.send_fds = vec![memfd, wake_copy];
                 ctx.device = Some(d);
                 let (space, pid) = (ctx.space, ctx.pid);
                 let dev = self.devices[d].as_mut().expect("found");
@@ -387,23 +414,51 @@ impl Daemon {
                     Reply::Ok
                 })
             }
-            Request::CreateCq { cqe } => handle_or(engine.create_cq(cqe), |cq| {
-                match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
-                    Ok((info, ring)) => {
-                        o.cqs.insert(cq);
-                        ctx.rings.cqs.insert(cq, ring);
-                        Reply::CqCreated { cq, ring: info }
-                    }
-                    Err(e) => {
-                        let _ = engine.destroy_cq(cq);
-                        error(libc::ENOMEM, e.to_string())
-                    }
+            Request::CreateCq { cqe, channel } => {
+                if channel.is_some_and(|c| !ctx.channels.contains_key(&c)) {
+                    return error(libc::EINVAL, NOT_OURS);
                 }
-            }),
+                handle_or(engine.create_cq(cqe), |cq| {
+                    match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                        Ok((info, ring)) => {
+                            if let Some(c) = channel {
+                                ctx.cq_channel.insert(cq, c);
+                            }
+                            o.cqs.insert(cq);
+                            ctx.rings.cqs.insert(cq, ring);
+                            Reply::CqCreated { cq, ring: info }
+                        }
+                        Err(e) => {
+                            let _ = engine.destroy_cq(cq);
+                            error(libc::ENOMEM, e.to_string())
+                        }
+                    }
+                })
+            }
+            Request::CreateCompChannel => match sys::eventfd().and_then(|fd| {
+                let copy = fd.try_clone()?;
+                Ok((fd, copy))
+            }) {
+                Ok((fd, copy)) => {
+                    let id = ctx.channels.keys().next_back().map_or(1, |k| k + 1);
+                    ctx.channels.insert(id, (fd, Vec::new()));
+                    ctx.send_fds = vec![copy];
+                    Reply::Handle(id)
+                }
+                Err(e) => error(libc::EMFILE, format!("eventfd: {e}")),
+            },
+            Request::CqEvents { channel } => match ctx.channels.get_mut(&channel) {
+                Some((fd, fired)) => {
+                    sys::clear_event(fd.as_raw_fd());
+                    Reply::Cqs(std::mem::take(fired))
+                }
+                None => error(libc::EINVAL, NOT_OURS),
+            },
             Request::DestroyCq(cq) if o.cqs.contains(&cq) => {
                 handle_or(engine.destroy_cq(cq), |()| {
                     o.cqs.remove(&cq);
                     ctx.rings.cqs.remove(&cq);
+                    ctx.cq_channel.remove(&cq);
                     Reply::Ok
                 })
             }

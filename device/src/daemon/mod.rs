@@ -393,7 +393,7 @@ impl Daemon {
                     .flatten()
                     .find(|c| c.device == Some(d) && c.owns(&event));
                 if let Some(ctx) = owner {
-                    ctx.events.push_back(event);
+                    ctx.notify(event);
                 }
             }
             loop {
