@@ -834,3 +834,42 @@ fn a_completion_channel_fd_fires_for_an_armed_cq() {
     // Not re-armed: no second notification.
     assert_eq!(bctx.c.cq_events(channel).unwrap(), []);
 }
+
+#[test]
+fn bad_requests_get_errors_and_the_daemon_carries_on() {
+    use softrnic_device::proto::{self, Reply, Request};
+    use std::io::Read;
+    use std::os::unix::net::UnixStream;
+    let d = daemon("bad", 1);
+    let reply = |s: &mut UnixStream| proto::recv::<Reply>(s).unwrap();
+    // Anything before Hello is refused.
+    let mut s = UnixStream::connect(d.path()).unwrap();
+    proto::send(&mut s, &Request::ListDevices).unwrap();
+    assert!(matches!(reply(&mut s), Some(Reply::Error { errno, .. }) if errno == libc::EPROTO));
+    proto::send(
+        &mut s,
+        &Request::Hello {
+            version: proto::VERSION,
+        },
+    )
+    .unwrap();
+    assert!(matches!(reply(&mut s), Some(Reply::Hello { .. })));
+    // A body that decodes to nothing: EINVAL, and the connection stays usable.
+    for body in [&[0xff, 0xff, 0xff, 0xff][..], &[7u8; 3][..], &[][..]] {
+        let mut msg = (body.len() as u32).to_le_bytes().to_vec();
+        msg.extend_from_slice(body);
+        s.write_all(&msg).unwrap();
+        assert!(matches!(reply(&mut s), Some(Reply::Error { errno, .. }) if errno == libc::EINVAL));
+    }
+    // Verbs without an open device, and handles that were never made: EINVAL.
+    proto::send(&mut s, &Request::DeallocPd(3)).unwrap();
+    assert!(matches!(reply(&mut s), Some(Reply::Error { errno, .. }) if errno == libc::EINVAL));
+    // A length beyond the limit closes the connection.
+    s.write_all(&u32::MAX.to_le_bytes()).unwrap();
+    assert!(matches!(reply(&mut s), Some(Reply::Error { errno, .. }) if errno == libc::EINVAL));
+    let mut rest = Vec::new();
+    assert_eq!(s.read_to_end(&mut rest).unwrap(), 0, "closed");
+    // Others are served all along.
+    let mut c = Client::connect(d.path()).unwrap();
+    assert_eq!(c.devices().unwrap().len(), 1);
+}

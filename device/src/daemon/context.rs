@@ -38,6 +38,8 @@ pub(super) struct Context {
     pub dropped: u64,
     /// Events for this context's objects, until it asks for them.
     pub events: VecDeque<Event>,
+    /// The stream is out of step (a length beyond the limit): close after the reply.
+    pub broken: bool,
     /// The shared region and its rings (empty until a device is opened).
     pub rings: Rings,
     /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
@@ -81,6 +83,7 @@ impl Context {
             capture: None,
             dropped: 0,
             events: VecDeque::new(),
+            broken: false,
             rings: Rings::default(),
             send_fds: Vec::new(),
             channels: BTreeMap::new(),
@@ -98,7 +101,9 @@ impl Context {
     pub fn next_message(&mut self) -> Option<io::Result<Request>> {
         let len = u32::from_le_bytes(self.inbuf.get(..4)?.try_into().ok()?) as usize;
         if len > proto::MAX_MESSAGE {
+            // The stream cannot be followed past this: answer, then close the connection.
             self.inbuf.clear();
+            self.broken = true;
             return Some(Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "message too long",

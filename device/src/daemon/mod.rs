@@ -328,7 +328,7 @@ impl Daemon {
                 self.contexts[i].as_mut().expect("still open").queue(&reply);
             }
             let ctx = self.contexts[i].as_mut().expect("still open");
-            if ctx.flush().is_err() {
+            if ctx.flush().is_err() || ctx.broken {
                 closed = true;
             }
             if closed {
