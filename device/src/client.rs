@@ -180,26 +180,9 @@ impl Client {
     /// requests and completions travel through.
     pub fn open(&mut self, name: &str) -> Result<()> {
         proto::send(&mut self.stream, &Request::Open { name: name.into() })?;
-        // The reply's first bytes carry the region's memfd and the daemon's eventfd.
-        let mut buf = vec![0u8; 4096];
-        let (n, mut fds) = sys::recv_fds(self.stream.as_raw_fd(), &mut buf, 2)?;
-        buf.truncate(n);
-        if buf.len() < 4 {
-            let mut rest = vec![0u8; 4 - buf.len()];
-            self.stream.read_exact(&mut rest)?;
-            buf.extend_from_slice(&rest);
-        }
-        let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
-        if len > proto::MAX_MESSAGE {
-            return Err(Error {
-                errno: libc::EPROTO,
-                message: "reply too long".into(),
-            });
-        }
-        let mut rest = vec![0u8; (4 + len).saturating_sub(buf.len())];
-        self.stream.read_exact(&mut rest)?;
-        buf.extend_from_slice(&rest);
-        match proto::decode::<Reply>(&buf[4..])? {
+        // The reply carries the region's memfd and the daemon's eventfd.
+        let (reply, mut fds) = self.reply_with_fds(2)?;
+        match reply {
             Reply::Ok if fds.len() == 2 => {
                 let wake = fds.pop().expect("two");
                 let region = Region::open(&fds[0])?;
