@@ -14,7 +14,6 @@ use softrnic_emu_core::{
     Access, AddressHandle, Gid, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED,
     SendOp, SendWr, Sge, WcOpcode, WcStatus, bring_up,
 };
-use softrnic_wire::EthernetAddress;
 
 const ALL: Access = Access(1 | 2 | 4 | 8);
 const WAIT: Duration = Duration::from_secs(10);
@@ -53,21 +52,8 @@ fn context(path: &std::path::Path, device: &str) -> Ctx {
     c.open(device).unwrap();
     let pd = c.alloc_pd().unwrap();
     let cq = c.create_cq(256).unwrap();
-    let cap = QpCap {
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        max_send_sge: 2,
-        max_recv_sge: 2,
-        max_inline_data: 64,
-    };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap,
-        sq_sig_all: false,
-    };
+    let cap = QpCap::new(64, 2, 64);
+    let init = QpInit::new(QpType::Rc, cq, cap);
     let qp = c.create_qp(pd, init).unwrap();
     let gid = c.gids().unwrap()[0];
     Ctx { c, pd, cq, qp, gid }
@@ -84,14 +70,7 @@ fn connect(
     peer_gid: Gid,
     sgid: u8,
 ) {
-    let ah = AddressHandle {
-        dgid: peer_gid,
-        sgid_index: sgid,
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        dmac: EthernetAddress([0; 6]),
-    };
+    let ah = AddressHandle::to(peer_gid, sgid);
     let base = QpAttr {
         qp_access_flags: ALL,
         ah: Some(ah),
@@ -400,22 +379,9 @@ fn full(path: &std::path::Path, device: &str) -> Full {
     c.open(device).unwrap();
     let pd = c.alloc_pd().unwrap();
     let cq = c.create_cq(256).unwrap();
-    let cap = QpCap {
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        max_send_sge: 2,
-        max_recv_sge: 2,
-        max_inline_data: 64,
-    };
+    let cap = QpCap::new(64, 2, 64);
     let qps = [QpType::Rc, QpType::Uc, QpType::Ud].map(|qp_type| {
-        let init = QpInit {
-            qp_type,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap,
-            sq_sig_all: false,
-        };
+        let init = QpInit::new(qp_type, cq, cap);
         c.create_qp(pd, init).unwrap()
     });
     // Index 1 is the IPv4 address, once the IPv6 link-local one (index 0) has appeared.
@@ -439,14 +405,7 @@ fn full(path: &std::path::Path, device: &str) -> Full {
 
 /// Takes the UC and UD QPs to RTS (the RC one goes through `connect`).
 fn connect_uc_ud(me: &mut Full, peer: &Full) {
-    let ah = AddressHandle {
-        dgid: peer.gid,
-        sgid_index: 1,
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        dmac: EthernetAddress([0; 6]),
-    };
+    let ah = AddressHandle::to(peer.gid, 1);
     let uc = QpAttr {
         qp_access_flags: ALL,
         ah: Some(ah),
@@ -551,14 +510,7 @@ fn every_opcode(a: &mut Full, b: &mut Full) {
         .unwrap();
     let mut ud = wr(9, SendOp::Send, &src[..1000], ka);
     ud.ud = Some(softrnic_emu_core::UdDest {
-        ah: AddressHandle {
-            dgid: b.gid,
-            sgid_index: 1,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: EthernetAddress([0; 6]),
-        },
+        ah: AddressHandle::to(b.gid, 1),
         remote_qpn: b.qps[2],
         remote_qkey: 0x1111_1111,
     });
@@ -780,21 +732,8 @@ fn a_completion_channel_fd_fires_for_an_armed_cq() {
     let (channel, fd) = b.create_comp_channel().unwrap();
     let pd = b.alloc_pd().unwrap();
     let cq = b.create_cq_on(16, Some(channel)).unwrap();
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap,
-        sq_sig_all: false,
-    };
+    let cap = QpCap::new(8, 1, 0);
+    let init = QpInit::new(QpType::Rc, cq, cap);
     let qp = b.create_qp(pd, init).unwrap();
     let gid = b.gids().unwrap()[0];
     let mut bctx = Ctx {

@@ -268,14 +268,7 @@ fn traffic(
                 }
                 QpType::Ud => {
                     let ud = UdDest {
-                        ah: AddressHandle {
-                            dgid: offer.eps[i].gid,
-                            sgid_index: 0,
-                            hop_limit: 64,
-                            traffic_class: 0,
-                            flow_label: 0,
-                            dmac: offer.eps[i].mac,
-                        },
+                        ah: AddressHandle::to(offer.eps[i].gid, 0).via(offer.eps[i].mac),
                         remote_qpn: offer.eps[i].qpn,
                         remote_qkey: 0x1111_1111,
                     };

@@ -64,21 +64,8 @@ fn pair(depth: u32) -> Pair {
     );
     let pd = dev.engine().alloc_pd(0).unwrap();
     let cq = dev.engine().create_cq(4 * depth).unwrap();
-    let cap = QpCap {
-        max_send_wr: depth,
-        max_recv_wr: depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-    };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap,
-        sq_sig_all: false,
-    };
+    let cap = QpCap::new(depth, 1, 64);
+    let init = QpInit::new(QpType::Rc, cq, cap);
     let a = dev.engine().create_qp(pd, init).unwrap();
     let b = dev.engine().create_qp(pd, init).unwrap();
     let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
@@ -242,21 +229,8 @@ fn per_qp_memory() {
     let mut p = pair(256);
     let cq = p.cq;
     let pd = p.pd;
-    let cap = QpCap {
-        max_send_wr: 256,
-        max_recv_wr: 256,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-    };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap,
-        sq_sig_all: false,
-    };
+    let cap = QpCap::new(256, 1, 64);
+    let init = QpInit::new(QpType::Rc, cq, cap);
     let before = LIVE.load(Ordering::Relaxed);
     let qps: Vec<u32> = (0..N)
         .map(|_| p.dev.engine().create_qp(pd, init).unwrap())

@@ -83,6 +83,21 @@ impl Hasher for QpnHasher {
 
 type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
 
+impl QpInit {
+    /// A QP of `qp_type` with both queues on `cq`, its own receive queue, and only signaled
+    /// send WRs completing: what most programs ask for.
+    pub fn new(qp_type: QpType, cq: u32, cap: QpCap) -> QpInit {
+        QpInit {
+            qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap,
+            sq_sig_all: false,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Pd {
     space: Space,

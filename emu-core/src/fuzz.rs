@@ -86,14 +86,7 @@ struct World {
 }
 
 fn ah() -> AddressHandle {
-    AddressHandle {
-        dgid: Gid::from(core::net::Ipv4Addr::from(PEER)),
-        sgid_index: 0,
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        dmac: PEER_MAC,
-    }
+    AddressHandle::to(Gid::from(core::net::Ipv4Addr::from(PEER)), 0).via(PEER_MAC)
 }
 
 impl World {
@@ -169,13 +162,7 @@ impl World {
     }
 
     fn add_qp(&mut self, qp_type: QpType, state: QpState, srq: bool, i: u32) {
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 16,
-            max_send_sge: 2,
-            max_recv_sge: 2,
-            max_inline_data: 64,
-        };
+        let cap = QpCap::new(16, 2, 64);
         let init = QpInit {
             qp_type,
             send_cq: self.cq,

@@ -388,13 +388,7 @@ impl<L: Link> Device<L> {
                 send_cq: cq,
                 recv_cq: cq,
                 srq: None,
-                cap: QpCap {
-                    max_send_wr: 256,
-                    max_recv_wr: 256,
-                    max_send_sge: 4,
-                    max_recv_sge: 4,
-                    max_inline_data: 64,
-                },
+                cap: QpCap::new(256, 4, 64),
                 sq_sig_all: false,
             },
         )
@@ -419,14 +413,7 @@ impl<L: Link> Device<L> {
         let (attr, _) = self.engine.query_qp(qpn)?;
         let qp_type = self.qp_type(qpn)?;
         let own = self.endpoint(qpn);
-        let ah = AddressHandle {
-            dgid: peer.gid,
-            sgid_index: 0,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: peer.mac,
-        };
+        let ah = AddressHandle::to(peer.gid, 0).via(peer.mac);
         let base = QpAttr {
             qp_access_flags: Access::LOCAL_WRITE
                 .with(Access::REMOTE_WRITE)

@@ -139,6 +139,19 @@ pub struct QpCap {
     pub max_inline_data: u32,
 }
 
+impl QpCap {
+    /// `wr` WRs each way, `sge` SGEs per WR, `inline` inline bytes.
+    pub const fn new(wr: u32, sge: u32, inline: u32) -> QpCap {
+        QpCap {
+            max_send_wr: wr,
+            max_recv_wr: wr,
+            max_send_sge: sge,
+            max_recv_sge: sge,
+            max_inline_data: inline,
+        }
+    }
+}
+
 /// A send WQE: the WR and its progress.
 #[derive(Debug)]
 pub(crate) struct SendWqe {

@@ -390,14 +390,7 @@ mod tests {
 
     #[test]
     fn rtr_and_rts_for_each_type() {
-        let ah = AddressHandle {
-            dgid: Default::default(),
-            sgid_index: 0,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: Default::default(),
-        };
+        let ah = AddressHandle::to(Default::default(), 0);
         let rtr = QpAttr {
             qp_state: S::Rtr,
             ah: Some(ah),
@@ -454,14 +447,7 @@ mod tests {
         assert!(rc[1].1.contains(M::MAX_DEST_RD_ATOMIC) && rc[2].1.contains(M::RETRY_CNT));
         // Each step passes the checker with exactly those attributes.
         let attr = QpAttr {
-            ah: Some(AddressHandle {
-                dgid: Default::default(),
-                sgid_index: 0,
-                hop_limit: 64,
-                traffic_class: 0,
-                flow_label: 0,
-                dmac: Default::default(),
-            }),
+            ah: Some(AddressHandle::to(Default::default(), 0)),
             ..QpAttr::default()
         };
         for t in [T::Rc, T::Uc, T::Ud] {

@@ -52,6 +52,26 @@ mod mac {
     }
 }
 
+impl AddressHandle {
+    /// A handle to `dgid` from source GID `sgid_index`, hop limit 64, traffic class 0, and a MAC
+    /// still to resolve (the device fills it in).
+    pub fn to(dgid: Gid, sgid_index: u8) -> AddressHandle {
+        AddressHandle {
+            dgid,
+            sgid_index,
+            hop_limit: 64,
+            traffic_class: 0,
+            flow_label: 0,
+            dmac: EthernetAddress([0; 6]),
+        }
+    }
+
+    /// The same handle, sent to `mac`.
+    pub fn via(self, mac: EthernetAddress) -> AddressHandle {
+        AddressHandle { dmac: mac, ..self }
+    }
+}
+
 /// The remote half of an RDMA operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]

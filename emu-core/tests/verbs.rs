@@ -201,14 +201,7 @@ fn posting_before_rts_is_einval() {
         max_recv_sge: 1,
         max_inline_data: 0,
     };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap,
-        sq_sig_all: false,
-    };
+    let init = QpInit::new(QpType::Rc, cq, cap);
     assert_eq!(errno(dev.engine().create_qp(pd, init)), 22);
 }
 
@@ -257,14 +250,7 @@ fn ud_message_longer_than_the_mtu_fails_locally() {
     let (src, lkey) = f.buf(5000, 1, ALL);
     let ep = f.dev.endpoint(f.b);
     let ud = softrnic_emu_core::UdDest {
-        ah: softrnic_emu_core::AddressHandle {
-            dgid: ep.gid,
-            sgid_index: 0,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: ep.mac,
-        },
+        ah: softrnic_emu_core::AddressHandle::to(ep.gid, 0).via(ep.mac),
         remote_qpn: f.b,
         remote_qkey: 0x1111_1111,
     };
@@ -544,14 +530,7 @@ fn solicited_events_and_comm_established() {
     let b = dev.create_qp(pd, QpType::Rc, cq).unwrap();
     let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
     dev.connect(a, &eb).unwrap();
-    let ah = softrnic_emu_core::AddressHandle {
-        dgid: ea.gid,
-        sgid_index: 0,
-        hop_limit: 64,
-        traffic_class: 0,
-        flow_label: 0,
-        dmac: ea.mac,
-    };
+    let ah = softrnic_emu_core::AddressHandle::to(ea.gid, 0).via(ea.mac);
     let init = QpAttr {
         qp_state: QpState::Init,
         qp_access_flags: ALL,
@@ -694,14 +673,7 @@ fn ipv6_gids_carry_rc_and_ud_with_the_ipv6_header_as_grh() {
         let (dst, dkey) = f.buf(56, 0, ALL);
         f.recv(b, 1, sge(dst, 56, dkey));
         let ud = (qp_type == QpType::Ud).then_some(softrnic_emu_core::UdDest {
-            ah: softrnic_emu_core::AddressHandle {
-                dgid: eb.gid,
-                sgid_index: 0,
-                hop_limit: 64,
-                traffic_class: 0,
-                flow_label: 0,
-                dmac: eb.mac,
-            },
+            ah: softrnic_emu_core::AddressHandle::to(eb.gid, 0).via(eb.mac),
             remote_qpn: b,
             remote_qkey: 0x1111_1111,
         });

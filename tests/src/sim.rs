@@ -410,14 +410,7 @@ impl Sim {
     ) {
         let engine = &mut self.hosts[h].engine;
         let qp_type = engine.qp_type(qpn).expect("QP exists");
-        let ah = AddressHandle {
-            dgid: peer.gid,
-            sgid_index: 0,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: peer.mac,
-        };
+        let ah = AddressHandle::to(peer.gid, 0).via(peer.mac);
         let attr = QpAttr {
             qp_access_flags: settings.access,
             qkey: 0x1111_1111,

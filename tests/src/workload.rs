@@ -318,25 +318,12 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
         _ => QpType::Ud,
     };
     let mtu = settings.mtu.bytes() as usize;
-    let cap = QpCap {
-        max_send_wr: 64,
-        max_recv_wr: 64,
-        max_send_sge: 2,
-        max_recv_sge: 2,
-        max_inline_data: 64,
-    };
+    let cap = QpCap::new(64, 2, 64);
     let mut make = |h: usize| -> Result<(u32, u32, u32), String> {
         let e = &mut sim.hosts[h].engine;
         let pd = e.alloc_pd(0).map_err(|e| e.to_string())?;
         let cq = e.create_cq(256).map_err(|e| e.to_string())?;
-        let init = QpInit {
-            qp_type,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap,
-            sq_sig_all: false,
-        };
+        let init = QpInit::new(qp_type, cq, cap);
         Ok((pd, cq, e.create_qp(pd, init).map_err(|e| e.to_string())?))
     };
     let (pda, cqa, qpa) = make(a)?;
@@ -498,14 +485,7 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
             flags |= SEND_SOLICITED;
         }
         let ud = (qp_type == QpType::Ud).then(|| UdDest {
-            ah: AddressHandle {
-                dgid: sim.hosts[b].gid,
-                sgid_index: 0,
-                hop_limit: 64,
-                traffic_class: 0,
-                flow_label: 0,
-                dmac: sim.hosts[b].mac,
-            },
+            ah: AddressHandle::to(sim.hosts[b].gid, 0).via(sim.hosts[b].mac),
             remote_qpn: qpb,
             remote_qkey: 0x1111_1111,
         });

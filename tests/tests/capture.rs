@@ -21,13 +21,7 @@ const ALL: Access = Access(15);
 fn rc_qp(c: &mut Client) -> (u32, u32, u32) {
     let pd = c.alloc_pd().unwrap();
     let cq = c.create_cq(64).unwrap();
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(16, 1, 0);
     let init = QpInit {
         qp_type: QpType::Rc,
         send_cq: cq,

@@ -29,21 +29,8 @@ impl Pair {
             let e = &mut sim.hosts[h].engine;
             pd[h] = e.alloc_pd(0).unwrap();
             cq[h] = e.create_cq(64).unwrap();
-            let cap = QpCap {
-                max_send_wr: 32,
-                max_recv_wr: 32,
-                max_send_sge: 4,
-                max_recv_sge: 4,
-                max_inline_data: 64,
-            };
-            let init = QpInit {
-                qp_type,
-                send_cq: cq[h],
-                recv_cq: cq[h],
-                srq: None,
-                cap,
-                sq_sig_all: false,
-            };
+            let cap = QpCap::new(32, 4, 64);
+            let init = QpInit::new(qp_type, cq[h], cap);
             qp[h] = e.create_qp(pd[h], init).unwrap();
         }
         let (e0, e1) = (sim.endpoint(0, qp[0], 0), sim.endpoint(1, qp[1], 0x500));
@@ -815,14 +802,7 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
     p.recv(7, sge(dst, 64, rkey));
     let h1 = &p.sim.hosts[1];
     let dest = |qkey| softrnic_emu_core::UdDest {
-        ah: softrnic_emu_core::AddressHandle {
-            dgid: h1.gid,
-            sgid_index: 0,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: h1.mac,
-        },
+        ah: softrnic_emu_core::AddressHandle::to(h1.gid, 0).via(h1.mac),
         remote_qpn: p.qp[1],
         remote_qkey: qkey,
     };
