@@ -52,8 +52,15 @@ fn context(path: &std::path::Path, device: &str) -> Ctx {
     c.open(device).unwrap();
     let pd = c.alloc_pd().unwrap();
     let cq = c.create_cq(256).unwrap();
-    let cap = QpCap::new(64, 2, 64);
-    let init = QpInit::new(QpType::Rc, cq, cap);
+    with_qp(c, pd, cq, None)
+}
+
+/// Completes a context: an RC QP on `cq` (receiving from `srq`, if given), and its GID.
+fn with_qp(mut c: Client, pd: u32, cq: u32, srq: Option<u32>) -> Ctx {
+    let init = QpInit {
+        srq,
+        ..QpInit::new(QpType::Rc, cq, QpCap::new(64, 2, 64))
+    };
     let qp = c.create_qp(pd, init).unwrap();
     let gid = c.gids().unwrap()[0];
     Ctx { c, pd, cq, qp, gid }
@@ -104,16 +111,25 @@ fn pair(a: &mut Ctx, b: &mut Ctx) {
     connect(&mut b.c, b.qp, 200, a.qp, 100, a.gid, 0);
 }
 
-fn wr(wr_id: u64, op: SendOp, buf: &[u8], lkey: u32) -> SendWr {
-    let sgl = vec![Sge {
+/// Registers `buf` with every access right.
+fn reg(c: &mut Client, pd: u32, buf: &[u8]) -> u32 {
+    c.reg_mr(pd, buf.as_ptr() as u64, buf.len() as u64, ALL)
+        .unwrap()
+}
+
+fn sge(buf: &[u8], lkey: u32) -> Vec<Sge> {
+    vec![Sge {
         addr: buf.as_ptr() as u64,
         length: buf.len() as u32,
         lkey,
-    }];
+    }]
+}
+
+fn wr(wr_id: u64, op: SendOp, buf: &[u8], lkey: u32) -> SendWr {
     SendWr {
         wr_id,
         op,
-        sgl,
+        sgl: sge(buf, lkey),
         flags: SEND_SIGNALED,
         ud: None,
     }
@@ -128,15 +144,9 @@ fn rc_between(a: &mut Ctx, b: &mut Ctx) {
     let src: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     let dst = vec![0u8; 100_000];
     let back = vec![0u8; 100_000];
-    let ka =
-        a.c.reg_mr(a.pd, src.as_ptr() as u64, src.len() as u64, ALL)
-            .unwrap();
-    let kb =
-        b.c.reg_mr(b.pd, dst.as_ptr() as u64, dst.len() as u64, ALL)
-            .unwrap();
-    let kback =
-        a.c.reg_mr(a.pd, back.as_ptr() as u64, back.len() as u64, ALL)
-            .unwrap();
+    let ka = reg(&mut a.c, a.pd, &src);
+    let kb = reg(&mut b.c, b.pd, &dst);
+    let kback = reg(&mut a.c, a.pd, &back);
     let remote = Remote {
         addr: dst.as_ptr() as u64,
         rkey: kb,
@@ -166,12 +176,8 @@ fn rc_between(a: &mut Ctx, b: &mut Ctx) {
     assert_eq!(seen(&back), src, "READ brought it back");
     // SEND to a posted receive.
     let rbuf = vec![0u8; 64];
-    let krb = b.c.reg_mr(b.pd, rbuf.as_ptr() as u64, 64, ALL).unwrap();
-    let sgl = vec![Sge {
-        addr: rbuf.as_ptr() as u64,
-        length: 64,
-        lkey: krb,
-    }];
+    let krb = reg(&mut b.c, b.pd, &rbuf);
+    let sgl = sge(&rbuf, krb);
     b.c.post_recv(b.qp, vec![RecvWr { wr_id: 9, sgl }]).unwrap();
     a.c.post_send(a.qp, vec![wr(3, SendOp::Send, &src[..64], ka)])
         .unwrap();
@@ -239,10 +245,10 @@ fn contexts_cannot_reach_each_others_objects() {
     other.open("srnic0").unwrap();
     let secret = vec![7u8; 64];
     let pd2 = a.c.alloc_pd().unwrap();
-    let key = a.c.reg_mr(pd2, secret.as_ptr() as u64, 64, ALL).unwrap();
+    let key = reg(&mut a.c, pd2, &secret);
     pair(&mut a, &mut b);
     let src = vec![1u8; 64];
-    let kb = b.c.reg_mr(b.pd, src.as_ptr() as u64, 64, ALL).unwrap();
+    let kb = reg(&mut b.c, b.pd, &src);
     let remote = Remote {
         addr: secret.as_ptr() as u64,
         rkey: key,
@@ -280,7 +286,7 @@ fn child_client() {
     let gid = me.gid;
     connect(&mut me.c, me.qp, 300, peer_qpn, 400, gid, 0);
     let src = vec![0xc5u8; 65536];
-    let key = me.c.reg_mr(me.pd, src.as_ptr() as u64, 65536, ALL).unwrap();
+    let key = reg(&mut me.c, me.pd, &src);
     let remote = Remote { addr, rkey };
     for i in 0.. {
         let batch = (0..8)
@@ -299,9 +305,7 @@ fn a_killed_program_leaves_nothing_behind() {
     let d = daemon("kill", 1);
     let mut me = context(d.path(), "srnic0");
     let target = vec![0u8; 65536];
-    let rkey =
-        me.c.reg_mr(me.pd, target.as_ptr() as u64, 65536, ALL)
-            .unwrap();
+    let rkey = reg(&mut me.c, me.pd, &target);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -438,26 +442,21 @@ fn every_opcode(a: &mut Full, b: &mut Full) {
     let dst = vec![0u8; 20_000];
     let rcv = vec![0u8; 4 * 8192];
     let res = vec![0u8; 16];
-    let ka =
-        a.c.reg_mr(a.pd, src.as_ptr() as u64, src.len() as u64, ALL)
-            .unwrap();
-    let kres = a.c.reg_mr(a.pd, res.as_ptr() as u64, 16, ALL).unwrap();
-    let kb =
-        b.c.reg_mr(b.pd, dst.as_ptr() as u64, dst.len() as u64, ALL)
-            .unwrap();
-    let kr =
-        b.c.reg_mr(b.pd, rcv.as_ptr() as u64, rcv.len() as u64, ALL)
-            .unwrap();
+    let ka = reg(&mut a.c, a.pd, &src);
+    let kres = reg(&mut a.c, a.pd, &res);
+    let kb = reg(&mut b.c, b.pd, &dst);
+    let kr = reg(&mut b.c, b.pd, &rcv);
     // Receives: RC SEND, RC SEND with immediate, RC WRITE with immediate, UC SEND, UD SEND.
     for (i, q) in [(0, 0), (1, 0), (2, 0), (3, 1), (4, 2)] {
-        let addr = rcv.as_ptr() as u64 + 6000 * i;
-        let sgl = vec![Sge {
-            addr,
-            length: 6000,
-            lkey: kr,
-        }];
-        b.c.post_recv(b.qps[q], vec![RecvWr { wr_id: i, sgl }])
-            .unwrap();
+        let sgl = sge(&rcv[6000 * i..][..6000], kr);
+        b.c.post_recv(
+            b.qps[q],
+            vec![RecvWr {
+                wr_id: i as u64,
+                sgl,
+            }],
+        )
+        .unwrap();
     }
     let remote = Remote {
         addr: dst.as_ptr() as u64,
@@ -652,41 +651,20 @@ fn srqs_and_events_reach_only_their_context() {
     let pd = b.alloc_pd().unwrap();
     let cq = b.create_cq(64).unwrap();
     let srq = b.create_srq(pd, 8, 1).unwrap();
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 0,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
-    let init = QpInit {
-        qp_type: QpType::Rc,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: Some(srq),
-        cap,
-        sq_sig_all: false,
-    };
-    let qp = b.create_qp(pd, init).unwrap();
-    let gid = b.gids().unwrap()[0];
-    let mut bctx = Ctx {
-        c: b,
-        pd,
-        cq,
-        qp,
-        gid,
-    };
+    let mut bctx = with_qp(b, pd, cq, Some(srq));
     pair(&mut a, &mut bctx);
     let buf = [0u8; 64];
-    let key = bctx.c.reg_mr(pd, buf.as_ptr() as u64, 64, ALL).unwrap();
+    let key = reg(&mut bctx.c, pd, &buf);
     for i in 0..3 {
-        let sgl = vec![Sge {
-            addr: buf.as_ptr() as u64 + 16 * i,
-            length: 16,
-            lkey: key,
-        }];
+        let sgl = sge(&buf[16 * i..][..16], key);
         bctx.c
-            .post_srq_recv(srq, vec![RecvWr { wr_id: i, sgl }])
+            .post_srq_recv(
+                srq,
+                vec![RecvWr {
+                    wr_id: i as u64,
+                    sgl,
+                }],
+            )
             .unwrap();
     }
     bctx.c.modify_srq(srq, 3).unwrap();
@@ -732,27 +710,13 @@ fn a_completion_channel_fd_fires_for_an_armed_cq() {
     let (channel, fd) = b.create_comp_channel().unwrap();
     let pd = b.alloc_pd().unwrap();
     let cq = b.create_cq_on(16, Some(channel)).unwrap();
-    let cap = QpCap::new(8, 1, 0);
-    let init = QpInit::new(QpType::Rc, cq, cap);
-    let qp = b.create_qp(pd, init).unwrap();
-    let gid = b.gids().unwrap()[0];
-    let mut bctx = Ctx {
-        c: b,
-        pd,
-        cq,
-        qp,
-        gid,
-    };
+    let mut bctx = with_qp(b, pd, cq, None);
     pair(&mut a, &mut bctx);
     let buf = [0u8; 16];
-    let key = bctx.c.reg_mr(pd, buf.as_ptr() as u64, 16, ALL).unwrap();
-    let sgl = vec![Sge {
-        addr: buf.as_ptr() as u64,
-        length: 16,
-        lkey: key,
-    }];
+    let key = reg(&mut bctx.c, pd, &buf);
+    let sgl = sge(&buf, key);
     bctx.c
-        .post_recv(qp, vec![RecvWr { wr_id: 5, sgl }])
+        .post_recv(bctx.qp, vec![RecvWr { wr_id: 5, sgl }])
         .unwrap();
     bctx.c.req_notify_cq(cq, false).unwrap();
     // Nothing yet: the fd is quiet.
