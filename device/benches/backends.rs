@@ -11,8 +11,7 @@ use softrnic_device::netns::VethPair;
 use softrnic_device::{AfPacket, AfXdp, XdpMode, sys};
 use softrnic_emu_core::native::Link;
 use softrnic_wire::{
-    EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, UdpChecksum, UdpRepr,
-    bth::BthRepr,
+    EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, UdpRepr, bth::BthRepr,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -51,33 +50,10 @@ impl Backend {
 /// bytes long over IPv4).
 fn frame(src: [u8; 6], dst: [u8; 6], size: usize) -> Vec<u8> {
     let repr = FrameRepr {
-        eth: EthRepr {
-            dst: EthernetAddress(dst),
-            src: EthernetAddress(src),
-            vlan: None,
-        },
-        ip: IpRepr::V4 {
-            src: [198, 18, 1, 1].into(),
-            dst: [198, 18, 1, 2].into(),
-            dscp: 0,
-            ecn: 0,
-            ttl: 64,
-        },
-        udp: UdpRepr {
-            src_port: 0xc000,
-            checksum: UdpChecksum::Zero,
-        },
-        bth: BthRepr {
-            opcode: Opcode::RcSendOnly,
-            solicited: false,
-            mig_req: true,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: 0x11,
-            ack_req: false,
-            psn: 0,
-        },
+        eth: EthRepr::untagged(EthernetAddress(dst), EthernetAddress(src)),
+        ip: IpRepr::v4([198, 18, 1, 1].into(), [198, 18, 1, 2].into()),
+        udp: UdpRepr::unchecked(0xc000),
+        bth: BthRepr::new(Opcode::RcSendOnly, 0x11, 0),
         ext: ExtRepr::default(),
     };
     let payload = (size - 58) & !3;

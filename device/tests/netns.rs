@@ -97,6 +97,17 @@ struct Offer {
 
 /// Runs the traffic: host 0 sends to host 1, each losing `loss_ppm` of what it sends.
 /// Returns both sides' counters.
+/// A PD, a CQ, and a QP of each type on them.
+fn objects(dev: &mut Dev, types: &[QpType]) -> (u32, u32, Vec<u32>) {
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(256).unwrap();
+    let qps = types
+        .iter()
+        .map(|&t| dev.create_qp(pd, t, cq).unwrap())
+        .collect();
+    (pd, cq, qps)
+}
+
 fn traffic(
     pair: &Pair,
     loss_ppm: u32,
@@ -112,12 +123,7 @@ fn traffic(
     let responder = std::thread::spawn(move || {
         // Unreliable messages are not resent: only RC frames are lost on purpose.
         let mut dev = device(&ns_b, &if_b, 2, loss_ppm, backend);
-        let pd = dev.engine().alloc_pd(0).unwrap();
-        let cq = dev.engine().create_cq(256).unwrap();
-        let qps: Vec<u32> = types
-            .iter()
-            .map(|&t| dev.create_qp(pd, t, cq).unwrap())
-            .collect();
+        let (pd, cq, qps) = objects(&mut dev, types);
         let buf = dev.alloc(LEN);
         dev.write(buf, &pattern(2, LEN));
         let rkey = dev.engine().reg_mr(pd, buf, LEN as u64, ALL).unwrap();
@@ -183,12 +189,7 @@ fn traffic(
     let (ns_a, if_a) = (pair.path(0), pair.ifs[0].clone());
     let requester = std::thread::spawn(move || {
         let mut dev = device(&ns_a, &if_a, 1, loss_ppm, backend);
-        let pd = dev.engine().alloc_pd(0).unwrap();
-        let cq = dev.engine().create_cq(256).unwrap();
-        let qps: Vec<u32> = types
-            .iter()
-            .map(|&t| dev.create_qp(pd, t, cq).unwrap())
-            .collect();
+        let (pd, cq, qps) = objects(&mut dev, types);
         let offer = from_b.recv().unwrap();
         to_b.send(qps.iter().map(|&q| dev.endpoint(q)).collect())
             .unwrap();

@@ -566,56 +566,44 @@ impl<M: Memory> Engine<M> {
         let qp = self.qps.get_mut(&qpn).expect("checked");
         let a = &mut qp.attr;
         let m = |bit| mask.contains(bit);
-        if m(AttrMask::ACCESS_FLAGS) {
-            a.qp_access_flags = attr.qp_access_flags;
+        macro_rules! take {
+            ($($bit:ident => $field:ident),* $(,)?) => {
+                $(if m(AttrMask::$bit) { a.$field = attr.$field; })*
+            };
         }
-        if m(AttrMask::QKEY) {
-            a.qkey = attr.qkey;
-        }
+        take!(
+            ACCESS_FLAGS => qp_access_flags,
+            QKEY => qkey,
+            AV => ah,
+            PATH_MTU => path_mtu,
+            TIMEOUT => timeout,
+            RETRY_CNT => retry_cnt,
+            RNR_RETRY => rnr_retry,
+            RQ_PSN => rq_psn,
+            SQ_PSN => sq_psn,
+            MAX_QP_RD_ATOMIC => max_rd_atomic,
+            MAX_DEST_RD_ATOMIC => max_dest_rd_atomic,
+            MIN_RNR_TIMER => min_rnr_timer,
+            DEST_QPN => dest_qp_num,
+            EN_SQD_ASYNC_NOTIFY => en_sqd_async_notify,
+            PKEY_INDEX => pkey_index,
+        );
+        // What follows from the new values.
         if m(AttrMask::AV) {
-            a.ah = attr.ah;
             qp.path = path;
         }
-        if m(AttrMask::PATH_MTU) {
-            a.path_mtu = attr.path_mtu;
-        }
-        if m(AttrMask::TIMEOUT) {
-            a.timeout = attr.timeout;
-        }
         if m(AttrMask::RETRY_CNT) {
-            a.retry_cnt = attr.retry_cnt;
-            qp.comp.retry_left = attr.retry_cnt;
+            qp.comp.retry_left = a.retry_cnt;
         }
         if m(AttrMask::RNR_RETRY) {
-            a.rnr_retry = attr.rnr_retry;
-            qp.comp.rnr_left = attr.rnr_retry;
+            qp.comp.rnr_left = a.rnr_retry;
         }
         if m(AttrMask::RQ_PSN) {
-            a.rq_psn = attr.rq_psn;
-            qp.resp = Responder::new(attr.rq_psn);
+            qp.resp = Responder::new(a.rq_psn);
         }
         if m(AttrMask::SQ_PSN) {
-            a.sq_psn = attr.sq_psn;
-            qp.req = Requester::new(attr.sq_psn);
-            qp.comp = Completer::new(attr.sq_psn, a.retry_cnt, a.rnr_retry);
-        }
-        if m(AttrMask::MAX_QP_RD_ATOMIC) {
-            a.max_rd_atomic = attr.max_rd_atomic;
-        }
-        if m(AttrMask::MAX_DEST_RD_ATOMIC) {
-            a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
-        }
-        if m(AttrMask::MIN_RNR_TIMER) {
-            a.min_rnr_timer = attr.min_rnr_timer;
-        }
-        if m(AttrMask::DEST_QPN) {
-            a.dest_qp_num = attr.dest_qp_num;
-        }
-        if m(AttrMask::EN_SQD_ASYNC_NOTIFY) {
-            a.en_sqd_async_notify = attr.en_sqd_async_notify;
-        }
-        if m(AttrMask::PKEY_INDEX) {
-            a.pkey_index = attr.pkey_index;
+            qp.req = Requester::new(a.sq_psn);
+            qp.comp = Completer::new(a.sq_psn, a.retry_cnt, a.rnr_retry);
         }
         match to {
             QpState::Err => qp.enter_error(&mut self.sh),

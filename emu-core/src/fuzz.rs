@@ -13,7 +13,7 @@ use smoltcp::wire::EthernetAddress;
 use softrnic_wire::opcode::TABLE;
 use softrnic_wire::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, EthRepr, ExtRepr, FrameRepr, Headers,
-    IpRepr, RethRepr, Syndrome, UdpChecksum, UdpRepr, bth::BthRepr,
+    IpRepr, RethRepr, Syndrome, UdpRepr, bth::BthRepr,
 };
 
 use crate::memory::{Fault, HeapMemory, Memory, Space};
@@ -413,32 +413,13 @@ impl FrameSpec {
         }
         let src = if self.stranger { [198, 18, 0, 9] } else { PEER };
         let repr = FrameRepr {
-            eth: EthRepr {
-                dst: LOCAL_MAC,
-                src: PEER_MAC,
-                vlan: None,
-            },
-            ip: IpRepr::V4 {
-                src: src.into(),
-                dst: LOCAL.into(),
-                dscp: 0,
-                ecn: 0,
-                ttl: 64,
-            },
-            udp: UdpRepr {
-                src_port: 0xc000,
-                checksum: UdpChecksum::Zero,
-            },
+            eth: EthRepr::untagged(LOCAL_MAC, PEER_MAC),
+            ip: IpRepr::v4(src.into(), LOCAL.into()),
+            udp: UdpRepr::unchecked(0xc000),
             bth: BthRepr {
-                opcode: info.opcode,
                 solicited: self.solicited,
-                mig_req: true,
-                pkey: 0xffff,
-                fecn: false,
-                becn: false,
-                dest_qp: qp.qpn,
                 ack_req: self.ack_req,
-                psn,
+                ..BthRepr::new(info.opcode, qp.qpn, psn)
             },
             ext,
         };

@@ -6,6 +6,7 @@
 
 use crate::memory::Space;
 use crate::rng::Rng;
+use crate::wr::MwBind;
 
 /// Access flags, numbered as `enum ibv_access_flags`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -100,24 +101,6 @@ pub struct Target {
     pub space: Space,
     /// The virtual address to access.
     pub addr: u64,
-}
-
-/// What a bind request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BindRequest {
-    /// The window's key before the bind.
-    pub mw_rkey: u32,
-    /// The key byte the window has after the bind (the consumer owns it, as `ibv_inc_rkey`
-    /// shows).
-    pub new_key: u8,
-    /// The region the window lies in.
-    pub mr_lkey: u32,
-    /// Start of the window.
-    pub addr: u64,
-    /// Length of the window (0 unbinds).
-    pub len: u64,
-    /// Remote access flags the window grants.
-    pub access: Access,
 }
 
 /// Every MR and MW of an engine, indexed by key.
@@ -274,7 +257,7 @@ impl KeyTable {
     /// binding, the window lies inside it, and remote write/atomic requires the region's local
     /// write). `qpn` is the binding QP, which alone may use a type 2 window. Returns the
     /// window's new rkey.
-    pub fn bind(&mut self, pd: u32, qpn: u32, req: &BindRequest) -> Result<u32, KeyError> {
+    pub fn bind(&mut self, pd: u32, qpn: u32, req: &MwBind) -> Result<u32, KeyError> {
         let mw = self.get(req.mw_rkey).ok_or(KeyError::Invalid)?;
         let mw_type = match mw.kind {
             Kind::Mw { mw_type, .. } => mw_type,
@@ -531,7 +514,7 @@ mod tests {
         let mw = t.alloc_mw(&mut rng, 1, MwType::Type2);
         // Unbound: unusable.
         assert!(t.check_remote(mw, 1, 9, Access::REMOTE_READ, 0, 0).is_err());
-        let req = BindRequest {
+        let req = MwBind {
             mw_rkey: mw,
             new_key: 0x42,
             mr_lkey: mr,
@@ -563,7 +546,7 @@ mod tests {
             t.bind(
                 1,
                 9,
-                &BindRequest {
+                &MwBind {
                     mw_rkey: rkey,
                     ..req
                 }
@@ -583,7 +566,7 @@ mod tests {
         let (mut t, mut rng) = table();
         let mr = t.register(&mut rng, 1, 0, 0x1000, 0x1000, RW).unwrap();
         let mw = t.alloc_mw(&mut rng, 1, MwType::Type1);
-        let req = BindRequest {
+        let req = MwBind {
             mw_rkey: mw,
             new_key: 0,
             mr_lkey: mr,
@@ -595,7 +578,7 @@ mod tests {
         let mr2 = t
             .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.with(Access::MW_BIND))
             .unwrap();
-        let far = BindRequest {
+        let far = MwBind {
             mr_lkey: mr2,
             addr: 0x1ff8,
             ..req
@@ -605,7 +588,7 @@ mod tests {
             t.bind(
                 2,
                 0,
-                &BindRequest {
+                &MwBind {
                     mr_lkey: mr2,
                     ..req
                 }
@@ -616,7 +599,7 @@ mod tests {
             .bind(
                 1,
                 0,
-                &BindRequest {
+                &MwBind {
                     mr_lkey: mr2,
                     ..req
                 },

@@ -10,7 +10,6 @@ use softrnic_wire::{
 
 use crate::cq::WcStatus;
 use crate::dma;
-use crate::keys::BindRequest;
 use crate::memory::Memory;
 use crate::psn;
 use crate::qp::{Qp, SendWqe, Shared};
@@ -133,20 +132,10 @@ fn execute_local<M>(qp: &Qp, sh: &mut Shared<M>, op: &SendOp) -> WcStatus {
             Ok(()) => WcStatus::Success,
             Err(_) => WcStatus::LocQpOpErr,
         },
-        SendOp::BindMw(b) => {
-            let req = BindRequest {
-                mw_rkey: b.mw_rkey,
-                new_key: b.new_key,
-                mr_lkey: b.mr_lkey,
-                addr: b.addr,
-                len: b.len,
-                access: b.access,
-            };
-            match sh.keys.bind(qp.pd, qp.qpn, &req) {
-                Ok(_) => WcStatus::Success,
-                Err(_) => WcStatus::MwBindErr,
-            }
-        }
+        SendOp::BindMw(b) => match sh.keys.bind(qp.pd, qp.qpn, &b) {
+            Ok(_) => WcStatus::Success,
+            Err(_) => WcStatus::MwBindErr,
+        },
         _ => WcStatus::Success,
     }
 }
@@ -340,15 +329,9 @@ fn build<M: Memory>(
         ip: path.ip,
         udp: path.udp,
         bth: BthRepr {
-            opcode: op,
             solicited: ends_message && w.wr.flags & SEND_SOLICITED != 0,
-            mig_req: true,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp,
             ack_req,
-            psn,
+            ..BthRepr::new(op, dest_qp, psn)
         },
         ext,
     };

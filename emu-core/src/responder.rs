@@ -153,11 +153,17 @@ impl Responder {
         }
     }
 
-    fn save(&mut self, max: u8, res: Resource) {
+    /// Takes a new READ or atomic request: it is a whole message (the MSN counts it), its
+    /// result is kept for a duplicate to be answered from (IBA 9.7.5.2.5; the oldest of
+    /// `max` goes), its response is queued, and the next request follows its last PSN.
+    fn start_rd_atomic(&mut self, max: u8, res: Resource, response: impl FnOnce(u32) -> Response) {
+        self.msn = self.msn.wrapping_add(1) & psn::MASK;
+        self.epsn = psn::add(res.last_psn, 1);
         if self.resources.len() >= max.max(1) as usize {
             self.resources.pop_front();
         }
         self.resources.push_back(res);
+        self.out.push_back(response(self.msn));
     }
 
     /// Responses and saved results held.
@@ -409,30 +415,24 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
             }
             read_target(qp, sh, reth.rkey, reth.va, reth.dma_len)?;
             let npkts = reth.dma_len.div_ceil(mtu).max(1);
-            qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
-            let max = qp.attr.max_dest_rd_atomic;
-            qp.resp.save(
-                max,
-                Resource {
-                    first_psn: p,
-                    last_psn: psn::add(p, npkts - 1),
-                    kind: ResourceKind::Read {
-                        rkey: reth.rkey,
-                        va: reth.va,
-                        len: reth.dma_len,
-                    },
+            let res = Resource {
+                first_psn: p,
+                last_psn: psn::add(p, npkts - 1),
+                kind: ResourceKind::Read {
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    len: reth.dma_len,
                 },
-            );
-            let msn = qp.resp.msn;
-            qp.resp.out.push_back(Response::Read {
-                psn: p,
-                rkey: reth.rkey,
-                va: reth.va,
-                left: reth.dma_len,
-                first: true,
-                msn,
-            });
-            qp.resp.epsn = psn::add(p, npkts);
+            };
+            qp.resp
+                .start_rd_atomic(qp.attr.max_dest_rd_atomic, res, |msn| Response::Read {
+                    psn: p,
+                    rkey: reth.rkey,
+                    va: reth.va,
+                    left: reth.dma_len,
+                    first: true,
+                    msn,
+                });
             return Ok(());
         }
         Operation::CompareSwap | Operation::FetchAdd => {
@@ -460,21 +460,17 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
                 sh.mem.atomic(t.space, t.addr, &|v| v.wrapping_add(add))
             }
             .map_err(|_| OPERATIONAL)?;
-            qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
-            let max = qp.attr.max_dest_rd_atomic;
-            qp.resp.save(
-                max,
-                Resource {
-                    first_psn: p,
-                    last_psn: p,
-                    kind: ResourceKind::Atomic { orig },
-                },
-            );
-            let msn = qp.resp.msn;
+            let res = Resource {
+                first_psn: p,
+                last_psn: p,
+                kind: ResourceKind::Atomic { orig },
+            };
             qp.resp
-                .out
-                .push_back(Response::Atomic { psn: p, orig, msn });
-            qp.resp.epsn = psn::add(p, 1);
+                .start_rd_atomic(qp.attr.max_dest_rd_atomic, res, |msn| Response::Atomic {
+                    psn: p,
+                    orig,
+                    msn,
+                });
             return Ok(());
         }
         _ => return Err(INVALID),
@@ -716,17 +712,7 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
         eth: path.eth,
         ip: path.ip,
         udp: path.udp,
-        bth: BthRepr {
-            opcode,
-            solicited: false,
-            mig_req: true,
-            pkey: 0xffff,
-            fecn: false,
-            becn: false,
-            dest_qp: qp.attr.dest_qp_num,
-            ack_req: false,
-            psn,
-        },
+        bth: BthRepr::new(opcode, qp.attr.dest_qp_num, psn),
         ext,
     };
     if let Response::Read { rkey, va, .. } = *front

@@ -12,8 +12,8 @@ use softrnic_emu_core::{
     QpAttr, bring_up,
 };
 use softrnic_wire::{
-    EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, Syndrome, UdpChecksum, UdpRepr,
-    bth::BthRepr, frame,
+    EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, Syndrome, UdpRepr, bth::BthRepr,
+    frame,
 };
 
 use crate::Rng;
@@ -292,22 +292,9 @@ impl Sim {
             core::net::IpAddr::V6(_) => unreachable!("simulated hosts use IPv4"),
         };
         let repr = FrameRepr {
-            eth: EthRepr {
-                dst: self.hosts[to].mac,
-                src: self.hosts[from].mac,
-                vlan: None,
-            },
-            ip: IpRepr::V4 {
-                src: ip(from),
-                dst: ip(to),
-                dscp: 0,
-                ecn: 0,
-                ttl: 64,
-            },
-            udp: UdpRepr {
-                src_port: 0xc000,
-                checksum: UdpChecksum::Zero,
-            },
+            eth: EthRepr::untagged(self.hosts[to].mac, self.hosts[from].mac),
+            ip: IpRepr::v4(ip(from), ip(to)),
+            udp: UdpRepr::unchecked(0xc000),
             bth,
             ext,
         };

@@ -101,6 +101,10 @@ impl Pair {
         self.sim.hosts[h].engine.counters().clone()
     }
 
+    fn state(&self, h: usize) -> Option<QpState> {
+        self.sim.hosts[h].engine.qp_state(self.qp[h])
+    }
+
     /// Loses the `n`th (from 0) frame matching `pick`.
     fn lose(&mut self, n: usize, pick: impl Fn(&Sent) -> bool + 'static) {
         let mut seen = 0;
@@ -174,15 +178,8 @@ fn rdma_read_of_three_packets() {
 
 fn bth(opcode: Opcode, dest_qp: u32, psn: u32) -> BthRepr {
     BthRepr {
-        opcode,
-        solicited: false,
-        mig_req: true,
-        pkey: 0xffff,
-        fecn: false,
-        becn: false,
-        dest_qp,
         ack_req: true,
-        psn,
+        ..BthRepr::new(opcode, dest_qp, psn)
     }
 }
 
@@ -330,8 +327,8 @@ fn remote_access_refused(rkey_of: impl Fn(u32) -> u32, access: Access, offset: u
     assert_eq!(p.bytes(1, dst, 16), vec![0; 16]);
     assert_eq!(p.counters(0).req_remote_access_errors, 1);
     assert_eq!(p.counters(1).resp_remote_access_errors, 1);
-    assert_eq!(p.sim.hosts[0].engine.qp_state(p.qp[0]), Some(QpState::Err));
-    assert_eq!(p.sim.hosts[1].engine.qp_state(p.qp[1]), Some(QpState::Err));
+    assert_eq!(p.state(0), Some(QpState::Err));
+    assert_eq!(p.state(1), Some(QpState::Err));
 }
 
 #[test]
@@ -499,7 +496,7 @@ fn rnr_nak_beyond_the_retry_limit() {
     let c = p.counters(0);
     assert_eq!((c.rnr_nak_retry_err, c.rnr_retry_exceeded_err), (3, 1));
     // The responder is fine: RNR is not an error there.
-    assert_eq!(p.sim.hosts[1].engine.qp_state(p.qp[1]), Some(QpState::Rts));
+    assert_eq!(p.state(1), Some(QpState::Rts));
 }
 
 #[test]
@@ -655,7 +652,7 @@ fn unexpected_opcode_is_an_invalid_request() {
     p.run();
     assert_eq!(p.lines(), ["1>0 RC_ACKNOWLEDGE 0 NAK1"]);
     assert_eq!(p.counters(1).resp_invalid_request, 1);
-    assert_eq!(p.sim.hosts[1].engine.qp_state(p.qp[1]), Some(QpState::Err));
+    assert_eq!(p.state(1), Some(QpState::Err));
 }
 
 #[test]

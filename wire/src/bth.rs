@@ -163,6 +163,23 @@ impl BthRepr {
     /// The header's length.
     pub const LEN: usize = 12;
 
+    /// A BTH of `opcode` to `dest_qp` at `psn`, with the other fields as this crate's senders
+    /// set them: the default partition key, MigReq set (no path migration, IBA 9.2), no ECN
+    /// marks, and neither SE nor AckReq (callers set those per packet).
+    pub const fn new(opcode: Opcode, dest_qp: u32, psn: u32) -> Self {
+        BthRepr {
+            opcode,
+            solicited: false,
+            mig_req: true,
+            pkey: 0xffff,
+            fecn: false,
+            becn: false,
+            dest_qp,
+            ack_req: false,
+            psn,
+        }
+    }
+
     /// Parses a BTH. Reserved bits are ignored, as IBA 9.2 requires of receivers.
     pub fn parse<T: AsRef<[u8]>>(bth: &Bth<T>) -> Result<BthRepr> {
         // IBA C9-3 (9.2): a packet whose TVer is not 0 is dropped.

@@ -43,6 +43,17 @@ pub struct EthRepr {
     pub vlan: Option<VlanTag>,
 }
 
+impl EthRepr {
+    /// An untagged header from `src` to `dst`.
+    pub const fn untagged(dst: EthernetAddress, src: EthernetAddress) -> Self {
+        EthRepr {
+            dst,
+            src,
+            vlan: None,
+        }
+    }
+}
+
 /// The IP header's fields. DSCP and ECN are the same 8 bits in both versions (the IPv4 Type of
 /// Service and the IPv6 Traffic Class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,6 +89,16 @@ pub enum IpRepr {
 }
 
 impl IpRepr {
+    /// Plain IPv4, as a socket sends by default: DSCP 0, not ECN-capable, TTL 64.
+    pub const fn v4(src: Ipv4Address, dst: Ipv4Address) -> Self {
+        IpRepr::V4 {
+            src,
+            dst,
+            dscp: 0,
+            ecn: 0,
+            ttl: 64,
+        }
+    }
     /// The header's length.
     pub const fn header_len(&self) -> usize {
         match self {
@@ -124,6 +145,16 @@ pub struct UdpRepr {
     /// Whether a checksum is sent. The parser does not verify it (the ICRC protects the
     /// transport, and virtual NICs with checksum offload hand frames over with it unfinished).
     pub checksum: UdpChecksum,
+}
+
+impl UdpRepr {
+    /// From `src_port`, with no checksum (as RoCEv2 senders do over IPv4).
+    pub const fn unchecked(src_port: u16) -> Self {
+        UdpRepr {
+            src_port,
+            checksum: UdpChecksum::Zero,
+        }
+    }
 }
 
 /// The extension headers after the BTH. Exactly those the opcode requires must be present.
