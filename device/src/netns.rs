@@ -46,14 +46,12 @@ impl VethPair {
             run(&["link", "set", ifname, "netns", ns])?;
             let addr = format!("198.18.1.{}/24", i + 1);
             for cmd in [
-                &["link", "set", "lo", "up"][..],
-                &["link", "set", ifname, "mtu", &mtu],
-                &["addr", "add", &addr, "dev", ifname],
-                &["link", "set", ifname, "up"],
+                &["ip", "link", "set", "lo", "up"][..],
+                &["ip", "link", "set", ifname, "mtu", &mtu],
+                &["ip", "addr", "add", &addr, "dev", ifname],
+                &["ip", "link", "set", ifname, "up"],
             ] {
-                let mut args = vec!["netns", "exec", ns, "ip"];
-                args.extend_from_slice(cmd);
-                run(&args)?;
+                pair.exec(i, cmd)?;
             }
         }
         Ok(pair)
@@ -69,6 +67,15 @@ impl VethPair {
         let mut all = vec!["netns", "exec", &self.ns[i]];
         all.extend_from_slice(args);
         run(&all)
+    }
+
+    /// Adds IPv6 address `cidr` to interface `i`, usable at once (no duplicate address
+    /// detection).
+    pub fn add_ipv6(&self, i: usize, cidr: &str) -> io::Result<()> {
+        self.exec(
+            i,
+            &["ip", "addr", "add", cidr, "dev", &self.ifs[i], "nodad"],
+        )
     }
 }
 

@@ -335,9 +335,14 @@ pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
     // SAFETY: `local` describes `dst`, which outlives the call; the kernel checks `remote`
     // against the other process's mappings.
     let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+    whole(n, dst.len())
+}
+
+/// The result of a process_vm_readv/writev that had to move `len` bytes.
+fn whole(n: isize, len: usize) -> io::Result<()> {
     if n < 0 {
         Err(io::Error::last_os_error())
-    } else if n as usize != dst.len() {
+    } else if n as usize != len {
         Err(io::Error::from(io::ErrorKind::UnexpectedEof))
     } else {
         Ok(())
@@ -358,13 +363,7 @@ pub fn vm_write(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
     // SAFETY: `local` describes `src`, which outlives the call and is only read; the kernel
     // checks `remote` against the other process's mappings.
     let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else if n as usize != src.len() {
-        Err(io::Error::from(io::ErrorKind::UnexpectedEof))
-    } else {
-        Ok(())
-    }
+    whole(n, src.len())
 }
 
 /// Waits until one of `fds` is readable or `timeout_ms` passes (poll(2)); returns how many are.

@@ -619,19 +619,7 @@ fn the_gid_table_follows_address_changes() {
         }
     };
     assert!(has(&mut c, "::ffff:198.18.1.1"));
-    pair.exec(
-        0,
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8::7/64",
-            "dev",
-            &pair.ifs[0],
-            "nodad",
-        ],
-    )
-    .unwrap();
+    pair.add_ipv6(0, "2001:db8::7/64").unwrap();
     wait_for(&mut c, "2001:db8::7", true);
     pair.exec(
         0,

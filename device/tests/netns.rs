@@ -332,19 +332,7 @@ fn rc_uc_ud_between_namespaces_over_af_packet() {
 fn the_gid_table_follows_rxe_order() {
     let pair = Pair::new("g");
     let (ns, ifname) = (pair.path(0), pair.ifs[0].clone());
-    pair.exec(
-        0,
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8::1/64",
-            "dev",
-            &ifname,
-            "nodad",
-        ],
-    )
-    .unwrap();
+    pair.add_ipv6(0, "2001:db8::1/64").unwrap();
     let table = std::thread::spawn(move || {
         sys::enter_netns(&ns).unwrap();
         softrnic_device::gid::table(&ifname).unwrap()
@@ -414,32 +402,8 @@ fn rc_uc_ud_between_namespaces_over_af_xdp_drv() {
 #[test]
 fn neighbours_resolve_through_the_kernel_over_ipv4_and_ipv6() {
     let pair = Pair::new("n");
-    pair.exec(
-        1,
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8::2/64",
-            "dev",
-            &pair.ifs[1],
-            "nodad",
-        ],
-    )
-    .unwrap();
-    pair.exec(
-        0,
-        &[
-            "ip",
-            "addr",
-            "add",
-            "2001:db8::1/64",
-            "dev",
-            &pair.ifs[0],
-            "nodad",
-        ],
-    )
-    .unwrap();
+    pair.add_ipv6(1, "2001:db8::2/64").unwrap();
+    pair.add_ipv6(0, "2001:db8::1/64").unwrap();
     let (ns_b, if_b) = (pair.path(1), pair.ifs[1].clone());
     let peer_mac = std::thread::spawn(move || {
         sys::enter_netns(&ns_b).unwrap();
