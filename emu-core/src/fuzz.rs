@@ -467,13 +467,18 @@ fn step(w: &mut World, s: &Step) {
 
 /// Arbitrary frames into responders and requesters of every type, in every state.
 pub fn frames(data: &[u8]) {
+    run(data, step);
+}
+
+/// Applies up to 256 inputs decoded from `data` to a fresh world.
+fn run<'a, T: Arbitrary<'a>>(data: &'a [u8], apply: fn(&mut World, &T)) {
     let mut u = Unstructured::new(data);
     let mut w = World::new();
     for _ in 0..256 {
-        let Ok(s) = Step::arbitrary(&mut u) else {
+        let Ok(input) = T::arbitrary(&mut u) else {
             break;
         };
-        step(&mut w, &s);
+        apply(&mut w, &input);
     }
 }
 
@@ -689,14 +694,7 @@ fn act(w: &mut World, a: &Action) {
 
 /// Arbitrary sequences of verbs calls, frames and time.
 pub fn ops(data: &[u8]) {
-    let mut u = Unstructured::new(data);
-    let mut w = World::new();
-    for _ in 0..256 {
-        let Ok(a) = Action::arbitrary(&mut u) else {
-            break;
-        };
-        act(&mut w, &a);
-    }
+    run(data, act);
 }
 
 #[cfg(test)]
