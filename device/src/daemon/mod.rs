@@ -165,6 +165,7 @@ impl Daemon {
             busy |= self.serve();
             busy |= self.take_posted();
             busy |= self.pump();
+            self.route_events();
             busy |= self.fill_cqs();
             self.deliver_taps();
             if busy {
@@ -385,17 +386,6 @@ impl Daemon {
                 engine.handle_timeout(now);
                 any = true;
             }
-            // Events go to the context that owns their object.
-            while let Some(event) = engine.poll_event() {
-                let owner = self
-                    .contexts
-                    .iter_mut()
-                    .flatten()
-                    .find(|c| c.device == Some(d) && c.owns(&event));
-                if let Some(ctx) = owner {
-                    ctx.notify(event);
-                }
-            }
             loop {
                 let dev = self.devices[d].as_mut().expect("present");
                 let Some(n) = dev.engine.poll_transmit(now, &mut self.frame) else {
@@ -433,6 +423,26 @@ impl Daemon {
             }
         }
         any
+    }
+
+    /// Hands each engine's async events to the context that owns their object. This runs
+    /// after every engine has taken its frames (same-host delivery included) and before
+    /// completions reach the rings, so a program that sees a completion finds the events that
+    /// came with it.
+    fn route_events(&mut self) {
+        for (d, dev) in self.devices.iter_mut().enumerate() {
+            let Some(dev) = dev.as_mut() else { continue };
+            while let Some(event) = dev.engine.poll_event() {
+                let owner = self
+                    .contexts
+                    .iter_mut()
+                    .flatten()
+                    .find(|c| c.device == Some(d) && c.owns(&event));
+                if let Some(ctx) = owner {
+                    ctx.notify(event);
+                }
+            }
+        }
     }
 
     fn capturing(&self) -> bool {
