@@ -327,6 +327,18 @@ mod tests {
     }
 
     #[test]
+    fn a_program_cannot_resize_the_region() {
+        use std::os::fd::AsRawFd;
+        let (_daemon, fd) = Region::create().unwrap();
+        for len in [0, REGION_BYTES as libc::off_t * 2] {
+            // SAFETY: no pointers.
+            let r = unsafe { libc::ftruncate(fd.as_raw_fd(), len) };
+            assert_eq!(r, -1, "resized to {len}");
+            assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EPERM));
+        }
+    }
+
+    #[test]
     fn garbage_from_the_other_side_is_contained() {
         let (daemon, fd) = Region::create().unwrap();
         let program = Region::open(&fd).unwrap();

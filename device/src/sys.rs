@@ -407,14 +407,21 @@ pub fn on_termination(flag: &'static std::sync::atomic::AtomicBool) {
     }
 }
 
-/// A sealed-size anonymous file of `len` bytes (memfd_create + ftruncate), for sharing memory.
+/// An anonymous file of `len` bytes for sharing memory (memfd_create + ftruncate), sealed at
+/// that size: a program holding it cannot shrink it under the daemon's mapping (which would
+/// turn the daemon's next access into SIGBUS).
 pub fn memfd(name: &std::ffi::CStr, len: u64) -> io::Result<OwnedFd> {
     // SAFETY: `name` is a NUL-terminated string that outlives the call.
-    let fd = check(unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) })?;
+    let fd = check(unsafe {
+        libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING)
+    })?;
     // SAFETY: a fresh descriptor nobody else owns.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: no pointers.
     check(unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) })?;
+    let seals = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+    // SAFETY: no pointers.
+    check(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, seals) })?;
     Ok(fd)
 }
 

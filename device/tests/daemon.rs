@@ -727,6 +727,28 @@ fn a_completion_channel_fd_fires_for_an_armed_cq() {
 }
 
 #[test]
+fn taking_a_device_down_closes_the_contexts_using_it() {
+    let d = daemon("down", 2);
+    let mut a = context(d.path(), "srnic0");
+    let mut other = context(d.path(), "srnic1");
+    // A context that has the device open may itself take it down: it gets its answer, then
+    // loses the connection like every other user of the device.
+    a.c.down("srnic0").unwrap();
+    let err = a.c.devices().unwrap_err();
+    assert_eq!(err.errno, libc::EPIPE, "{err}");
+    // The other device and its context carry on.
+    let names: Vec<_> = other
+        .c
+        .devices()
+        .unwrap()
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(names, ["srnic1"]);
+    assert!(other.c.poll_cq(other.cq, 1).unwrap().is_empty());
+}
+
+#[test]
 fn bad_requests_get_errors_and_the_daemon_carries_on() {
     use softrnic_device::proto::{self, Reply, Request};
     use std::io::Read;

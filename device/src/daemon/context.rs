@@ -99,6 +99,9 @@ impl Context {
 
     /// The next whole request in the input buffer, if one has arrived.
     pub fn next_message(&mut self) -> Option<io::Result<Request>> {
+        if self.broken {
+            return None;
+        }
         let len = u32::from_le_bytes(self.inbuf.get(..4)?.try_into().ok()?) as usize;
         if len > proto::MAX_MESSAGE {
             // The stream cannot be followed past this: answer, then close the connection.
@@ -264,19 +267,15 @@ impl Daemon {
                     return error(libc::ENODEV, format!("no device {name}"));
                 };
                 for c in 0..self.contexts.len() {
-                    if c != i
-                        && self.contexts[c]
-                            .as_ref()
-                            .is_some_and(|x| x.device == Some(d))
-                    {
+                    let Some(x) = self.contexts[c].as_mut().filter(|x| x.device == Some(d)) else {
+                        continue;
+                    };
+                    if c == i {
+                        // The asker has it open too: it gets its reply, then is closed.
+                        x.broken = true;
+                    } else {
                         self.close(c);
                     }
-                }
-                if self.contexts[i]
-                    .as_ref()
-                    .is_some_and(|x| x.device == Some(d))
-                {
-                    self.close(i);
                 }
                 self.devices[d] = None;
                 tracing::info!(device = %name, "device down");
