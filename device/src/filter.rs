@@ -1,39 +1,40 @@
-//! The classic BPF program that lets only RoCEv2 frames reach the packet socket: IPv4 (not a
-//! fragment) or IPv6 (UDP as the next header), UDP destination port 4791. ARP, ND and all other
-//! traffic stay with the kernel.
+//! The classic BPF program that lets only RoCEv2 frames reach the packet socket: a whole
+//! IPv4 datagram without options (what the wire parser accepts) or IPv6, carrying UDP to port
+//! 4791. ARP, ND and all other traffic stay with the kernel.
 
 use libc::sock_filter;
 
 const LDH_ABS: u16 = 0x28; // BPF_LD | BPF_H | BPF_ABS
 const LDB_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
-const LDH_IND: u16 = 0x48; // BPF_LD | BPF_H | BPF_IND
-const LDXB_MSH: u16 = 0xb1; // BPF_LDX | BPF_B | BPF_MSH: X = 4 * (P[k] & 0xf)
 const JEQ: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
 const JSET: u16 = 0x45; // BPF_JMP | BPF_JSET | BPF_K
 const RET: u16 = 0x06; // BPF_RET | BPF_K
+
+const PORT: u32 = softrnic_wire::ROCEV2_UDP_PORT as u32;
 
 const fn op(code: u16, jt: u8, jf: u8, k: u32) -> sock_filter {
     sock_filter { code, jt, jf, k }
 }
 
 /// Accepts RoCEv2 frames (whole, up to 256 KiB) and drops everything else.
-pub const ROCE_ONLY: [sock_filter; 16] = [
+pub const ROCE_ONLY: [sock_filter; 17] = [
     op(LDH_ABS, 0, 0, 12),          // 0: EtherType
-    op(JEQ, 8, 0, 0x86dd),          // 1: IPv6 -> 10
-    op(JEQ, 0, 12, 0x0800),         // 2: not IPv4 -> reject
-    op(LDB_ABS, 0, 0, 23),          // 3: IPv4 protocol
-    op(JEQ, 0, 10, 17),             // 4: not UDP -> reject
-    op(LDH_ABS, 0, 0, 20),          // 5: flags and fragment offset
-    op(JSET, 8, 0, 0x1fff),         // 6: a fragment -> reject
-    op(LDXB_MSH, 0, 0, 14),         // 7: X = IPv4 header length
-    op(LDH_IND, 0, 0, 14 + 2),      // 8: UDP destination port
-    op(JEQ, 4, 5, 4791),            // 9: 4791 -> accept, else reject
-    op(LDB_ABS, 0, 0, 14 + 6),      // 10: IPv6 next header
-    op(JEQ, 0, 3, 17),              // 11: not UDP -> reject
-    op(LDH_ABS, 0, 0, 14 + 40 + 2), // 12: UDP destination port
-    op(JEQ, 0, 1, 4791),            // 13: 4791 -> accept, else reject
-    op(RET, 0, 0, 0x4_0000),        // 14: accept
-    op(RET, 0, 0, 0),               // 15: reject
+    op(JEQ, 9, 0, 0x86dd),          // 1: IPv6 -> 11
+    op(JEQ, 0, 13, 0x0800),         // 2: not IPv4 -> reject
+    op(LDB_ABS, 0, 0, 14),          // 3: IPv4 version and header length
+    op(JEQ, 0, 11, 0x45),           // 4: options (or not version 4) -> reject
+    op(LDB_ABS, 0, 0, 14 + 9),      // 5: IPv4 protocol
+    op(JEQ, 0, 9, 17),              // 6: not UDP -> reject
+    op(LDH_ABS, 0, 0, 14 + 6),      // 7: flags and fragment offset
+    op(JSET, 7, 0, 0x3fff),         // 8: more fragments, or an offset -> reject
+    op(LDH_ABS, 0, 0, 14 + 20 + 2), // 9: UDP destination port
+    op(JEQ, 4, 5, PORT),            // 10: RoCEv2 -> accept, else reject
+    op(LDB_ABS, 0, 0, 14 + 6),      // 11: IPv6 next header
+    op(JEQ, 0, 3, 17),              // 12: not UDP -> reject
+    op(LDH_ABS, 0, 0, 14 + 40 + 2), // 13: UDP destination port
+    op(JEQ, 0, 1, PORT),            // 14: RoCEv2 -> accept, else reject
+    op(RET, 0, 0, 0x4_0000),        // 15: accept
+    op(RET, 0, 0, 0),               // 16: reject
 ];
 
 /// Drops everything: for the UDP socket that only holds port 4791 open.
@@ -47,7 +48,7 @@ mod tests {
 
     /// A tiny classic BPF interpreter for the instructions above.
     fn run(prog: &[sock_filter], pkt: &[u8]) -> u32 {
-        let (mut a, mut x, mut pc) = (0u32, 0u32, 0usize);
+        let (mut a, mut pc) = (0u32, 0usize);
         let byte = |i: usize| pkt.get(i).copied().map(u32::from);
         let half = |i: usize| Some(byte(i)? << 8 | byte(i + 1)?);
         loop {
@@ -60,14 +61,6 @@ mod tests {
                 },
                 LDB_ABS => match byte(i.k as usize) {
                     Some(v) => a = v,
-                    None => return 0,
-                },
-                LDH_IND => match half((x + i.k) as usize) {
-                    Some(v) => a = v,
-                    None => return 0,
-                },
-                LDXB_MSH => match byte(i.k as usize) {
-                    Some(v) => x = 4 * (v & 0xf),
                     None => return 0,
                 },
                 JEQ => pc += usize::from(if a == i.k { i.jt } else { i.jf }),
@@ -101,9 +94,17 @@ mod tests {
         let mut arp = sample::example(Opcode::RcSendOnly, Ip::V4, 1, 16).frame();
         arp[12..14].copy_from_slice(&[0x08, 0x06]);
         assert_eq!(run(&ROCE_ONLY, &arp), 0);
-        let mut frag = sample::example(Opcode::RcSendOnly, Ip::V4, 1, 16).frame();
-        frag[21] = 1;
-        assert_eq!(run(&ROCE_ONLY, &frag), 0);
+        let v4 = sample::example(Opcode::RcSendOnly, Ip::V4, 1, 16).frame();
+        // A later fragment (offset 8), and a first one (More Fragments set).
+        for (at, bits) in [(21, 1), (20, 0x20)] {
+            let mut frag = v4.clone();
+            frag[at] |= bits;
+            assert_eq!(run(&ROCE_ONLY, &frag), 0, "{at} {bits:#x}");
+        }
+        // IPv4 with options: the wire parser refuses it, so the kernel keeps it.
+        let mut options = v4.clone();
+        options[14] = 0x46;
+        assert_eq!(run(&ROCE_ONLY, &options), 0);
         assert_eq!(run(&ROCE_ONLY, &[0; 10]), 0);
         assert_eq!(run(&DROP_ALL, &arp), 0);
     }

@@ -5,6 +5,8 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use softrnic_wire::ROCEV2_UDP_PORT;
+
 // bpf(2) commands.
 const BPF_MAP_CREATE: i64 = 0;
 const BPF_MAP_UPDATE_ELEM: i64 = 2;
@@ -85,38 +87,38 @@ fn program(map_fd: i32) -> Vec<Insn> {
     const PASS: i16 = 30;
     let to = |from: i16, target: i16| target - from - 1;
     vec![
-        insn(LDXW, 2, 1, 0, 0),                         // 0: r2 = data
-        insn(LDXW, 3, 1, 4, 0),                         // 1: r3 = data_end
-        insn(MOV_X, 4, 2, 0, 0),                        // 2
-        insn(ADD_K, 4, 0, 0, 42),                       // 3: Ethernet + IPv4 + UDP
-        insn(JGT_X, 4, 3, to(4, PASS), 0),              // 4: too short
-        insn(LDXH, 5, 2, 12, 0),                        // 5: EtherType
-        insn(JEQ_K, 5, 0, to(6, 17), be16(0x86dd)),     // 6: IPv6
-        insn(JNE_K, 5, 0, to(7, PASS), be16(0x0800)),   // 7: not IPv4
-        insn(LDXB, 5, 2, 14, 0),                        // 8: version and IHL
-        insn(JNE_K, 5, 0, to(9, PASS), 0x45),           // 9: options: kernel
-        insn(LDXB, 5, 2, 23, 0),                        // 10: protocol
-        insn(JNE_K, 5, 0, to(11, PASS), 17),            // 11: not UDP
-        insn(LDXH, 5, 2, 20, 0),                        // 12: flags, fragment offset
-        insn(JSET_K, 5, 0, to(13, PASS), be16(0x3fff)), // 13: a fragment
-        insn(LDXH, 5, 2, 36, 0),                        // 14: UDP destination port
-        insn(JNE_K, 5, 0, to(15, PASS), be16(4791)),    // 15
-        insn(JA, 0, 0, to(16, 24), 0),                  // 16: redirect
-        insn(MOV_X, 4, 2, 0, 0),                        // 17: IPv6
-        insn(ADD_K, 4, 0, 0, 62),                       // 18: Ethernet + IPv6 + UDP
-        insn(JGT_X, 4, 3, to(19, PASS), 0),             // 19
-        insn(LDXB, 5, 2, 20, 0),                        // 20: next header
-        insn(JNE_K, 5, 0, to(21, PASS), 17),            // 21
-        insn(LDXH, 5, 2, 56, 0),                        // 22: UDP destination port
-        insn(JNE_K, 5, 0, to(23, PASS), be16(4791)),    // 23
-        insn(LDXW, 2, 1, 16, 0),                        // 24: key = rx_queue_index
-        insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),   // 25: r1 = the XSKMAP
-        insn(0, 0, 0, 0, 0),                            // 26
-        insn(MOV_K, 3, 0, 0, XDP_PASS),                 // 27: no socket: pass
-        insn(CALL, 0, 0, 0, HELPER_REDIRECT_MAP),       // 28
-        insn(EXIT, 0, 0, 0, 0),                         // 29
-        insn(MOV_K, 0, 0, 0, XDP_PASS),                 // 30: pass
-        insn(EXIT, 0, 0, 0, 0),                         // 31
+        insn(LDXW, 2, 1, 0, 0),                                 // 0: r2 = data
+        insn(LDXW, 3, 1, 4, 0),                                 // 1: r3 = data_end
+        insn(MOV_X, 4, 2, 0, 0),                                // 2
+        insn(ADD_K, 4, 0, 0, 42),                               // 3: Ethernet + IPv4 + UDP
+        insn(JGT_X, 4, 3, to(4, PASS), 0),                      // 4: too short
+        insn(LDXH, 5, 2, 12, 0),                                // 5: EtherType
+        insn(JEQ_K, 5, 0, to(6, 17), be16(0x86dd)),             // 6: IPv6
+        insn(JNE_K, 5, 0, to(7, PASS), be16(0x0800)),           // 7: not IPv4
+        insn(LDXB, 5, 2, 14, 0),                                // 8: version and IHL
+        insn(JNE_K, 5, 0, to(9, PASS), 0x45),                   // 9: options: kernel
+        insn(LDXB, 5, 2, 23, 0),                                // 10: protocol
+        insn(JNE_K, 5, 0, to(11, PASS), 17),                    // 11: not UDP
+        insn(LDXH, 5, 2, 20, 0),                                // 12: flags, fragment offset
+        insn(JSET_K, 5, 0, to(13, PASS), be16(0x3fff)),         // 13: a fragment
+        insn(LDXH, 5, 2, 36, 0),                                // 14: UDP destination port
+        insn(JNE_K, 5, 0, to(15, PASS), be16(ROCEV2_UDP_PORT)), // 15
+        insn(JA, 0, 0, to(16, 24), 0),                          // 16: redirect
+        insn(MOV_X, 4, 2, 0, 0),                                // 17: IPv6
+        insn(ADD_K, 4, 0, 0, 62),                               // 18: Ethernet + IPv6 + UDP
+        insn(JGT_X, 4, 3, to(19, PASS), 0),                     // 19
+        insn(LDXB, 5, 2, 20, 0),                                // 20: next header
+        insn(JNE_K, 5, 0, to(21, PASS), 17),                    // 21
+        insn(LDXH, 5, 2, 56, 0),                                // 22: UDP destination port
+        insn(JNE_K, 5, 0, to(23, PASS), be16(ROCEV2_UDP_PORT)), // 23
+        insn(LDXW, 2, 1, 16, 0),                                // 24: key = rx_queue_index
+        insn(LD_DW, 1, BPF_PSEUDO_MAP_FD, 0, map_fd),           // 25: r1 = the XSKMAP
+        insn(0, 0, 0, 0, 0),                                    // 26
+        insn(MOV_K, 3, 0, 0, XDP_PASS),                         // 27: no socket: pass
+        insn(CALL, 0, 0, 0, HELPER_REDIRECT_MAP),               // 28
+        insn(EXIT, 0, 0, 0, 0),                                 // 29
+        insn(MOV_K, 0, 0, 0, XDP_PASS),                         // 30: pass
+        insn(EXIT, 0, 0, 0, 0),                                 // 31
     ]
 }
 
