@@ -213,8 +213,9 @@ pub(crate) fn poll<M: Memory>(
         return match build(qp, sh, now, buf) {
             Ok(n) => Some(n),
             Err(status) => {
+                // The requester stops at the failed WQE: nothing behind it may reach the wire
+                // (it is flushed when this one is retired, IBA 10.8.3.1).
                 qp.sq[index].status = Some(status);
-                qp.req.next += 1;
                 qp.req.offset = 0;
                 qp.retire(sh);
                 None

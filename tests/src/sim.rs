@@ -196,7 +196,7 @@ impl Sim {
     }
 
     /// Sends every frame every host has ready.
-    fn pump(&mut self) {
+    pub fn pump(&mut self) {
         let now = Instant::from_nanos(self.now);
         for from in 0..self.hosts.len() {
             while let Some(n) = self.hosts[from].engine.poll_transmit(now, &mut self.buf) {

@@ -893,3 +893,39 @@ fn requests_arriving_together_share_one_ack() {
     );
     assert_eq!(p.wcs(1).len(), 3);
 }
+
+#[test]
+fn nothing_after_a_local_error_reaches_the_wire() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 8, 1, RW);
+    let (dst, rkey) = p.buf(1, 16, 0, RW);
+    // A good WRITE, one whose lkey is wrong, and a good WRITE behind it.
+    p.send(
+        1,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+    );
+    p.send(2, SendOp::Send, sge(src, 8, lkey ^ 0x80));
+    // The first goes out and the second fails before the third is posted (which wakes the
+    // requester while the first is still unacknowledged).
+    p.sim.pump();
+    let second = Remote {
+        addr: dst + 8,
+        rkey,
+    };
+    p.send(3, SendOp::Write(second), sge(src, 8, lkey));
+    p.run();
+    assert_eq!(
+        p.lines(),
+        ["0>1 RC_RDMA_WRITE_ONLY 0", "1>0 RC_ACKNOWLEDGE 0 ACK"]
+    );
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaWrite, 0),
+            (2, WcStatus::LocProtErr, WcOpcode::Send, 0),
+            (3, WcStatus::WrFlushErr, WcOpcode::RdmaWrite, 0),
+        ]
+    );
+    assert_eq!(p.bytes(1, dst, 16), [[1; 8], [0; 8]].concat());
+}
