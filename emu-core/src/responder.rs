@@ -116,13 +116,15 @@ impl Responder {
         }
     }
 
-    /// Stops: drops everything but a final error NAK, which must still reach the requester.
+    /// Stops. Responses to requests accepted before a fatal NAK, and the NAK itself, must still
+    /// reach the requester (an atomic has already run); anything after it is dropped.
     pub fn abort(&mut self) {
         self.cur = None;
-        self.out.retain(|r| {
+        let fatal = self.out.iter().position(|r| {
             matches!(r, Response::Ack { syndrome: Syndrome::Nak(c), .. }
                 if *c != NakCode::PsnSequenceError)
         });
+        self.out.truncate(fatal.map_or(0, |i| i + 1));
     }
 
     /// Queues an ACK, merged with a positive ACK or sequence NAK still waiting (coalescing:
@@ -738,11 +740,14 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
             });
         if let Err(code) = read {
             // The region was deregistered or invalidated under the READ, or its memory went
-            // away (IBA 9.7.5.2.8).
+            // away (IBA 9.7.5.2.8): the NAK replaces the rest of the response, and goes now.
+            if code == NakCode::RemoteAccessError {
+                sh.counters.resp_remote_access_errors += 1;
+            }
             qp.resp.out.clear();
             qp.resp.queue_ack(psn, Syndrome::Nak(code));
             qp.enter_error(sh);
-            return None;
+            return poll(qp, sh, buf);
         }
     }
     let n = repr.emit_in_place(payload_len as usize, buf).ok()?;

@@ -929,3 +929,65 @@ fn nothing_after_a_local_error_reaches_the_wire() {
     );
     assert_eq!(p.bytes(1, dst, 16), [[1; 8], [0; 8]].concat());
 }
+
+#[test]
+fn a_region_deregistered_under_a_read_is_nakked() {
+    let mut p = Pair::rc();
+    let (dst, lkey) = p.buf(0, 8, 0, RW);
+    let (src, rkey) = p.buf(1, 8, 0x42, RW);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 8, lkey),
+    );
+    // The request reaches the responder, which accepts it; then the region goes.
+    p.sim.pump();
+    p.sim.step();
+    p.sim.hosts[1].engine.dereg_mr(rkey).unwrap();
+    p.run();
+    assert_eq!(
+        p.lines(),
+        ["0>1 RC_RDMA_READ_REQUEST 0", "1>0 RC_ACKNOWLEDGE 0 NAK2"]
+    );
+    // (byte_len is undefined in an error completion.)
+    let wcs: Vec<_> = p.wcs(0).into_iter().map(|w| (w.0, w.1, w.2)).collect();
+    assert_eq!(wcs, [(1, WcStatus::RemAccessErr, WcOpcode::RdmaRead)]);
+    assert_eq!(p.bytes(0, dst, 8), [0; 8]);
+    assert_eq!(p.counters(1).resp_remote_access_errors, 1);
+}
+
+#[test]
+fn responses_accepted_before_a_fatal_nak_still_go_out() {
+    let mut p = Pair::rc();
+    // A link so fast that both requests arrive before the responder answers the first.
+    p.sim.link.bytes_per_us = 1_000_000;
+    let (res, lkey) = p.buf(0, 8, 0, RW);
+    let (word, rkey) = p.buf(1, 8, 0, RW);
+    let remote = Remote { addr: word, rkey };
+    p.send(1, SendOp::FetchAdd { remote, add: 5 }, sge(res, 8, lkey));
+    let bad = Remote {
+        addr: word,
+        rkey: rkey ^ 0x80,
+    };
+    p.send(2, SendOp::Write(bad), sge(res, 8, lkey));
+    p.run();
+    // The atomic ran before the WRITE was refused: its result must reach the requester.
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_FETCH_ADD 0",
+            "0>1 RC_RDMA_WRITE_ONLY 1",
+            "1>0 RC_ATOMIC_ACKNOWLEDGE 0 ACK",
+            "1>0 RC_ACKNOWLEDGE 1 NAK2",
+        ]
+    );
+    let wcs: Vec<_> = p.wcs(0).into_iter().map(|w| (w.0, w.1, w.2)).collect();
+    assert_eq!(
+        wcs,
+        [
+            (1, WcStatus::Success, WcOpcode::FetchAdd),
+            (2, WcStatus::RemAccessErr, WcOpcode::RdmaWrite),
+        ]
+    );
+    assert_eq!(p.bytes(1, word, 8), 5u64.to_le_bytes());
+}
