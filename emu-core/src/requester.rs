@@ -265,8 +265,15 @@ fn build<M: Memory>(
             if w.len > mtu {
                 return Err(WcStatus::LocLenErr);
             }
+            // IBA 10.2.5: a Q_Key with its high bit set means the QP's own (a controlled
+            // Q_Key).
+            let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
+                qp.attr.qkey
+            } else {
+                ud.remote_qkey
+            };
             ext.deth = Some(DethRepr {
-                qkey: ud.remote_qkey,
+                qkey,
                 src_qp: qp.qpn,
             });
             let path = sh

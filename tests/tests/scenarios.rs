@@ -797,14 +797,16 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
     let (src, lkey) = p.buf(0, 16, 4, RW);
     let (dst, rkey) = p.buf(1, 64, 0, RW);
     p.recv(7, sge(dst, 64, rkey));
+    p.recv(8, sge(dst, 64, rkey));
     let h1 = &p.sim.hosts[1];
     let dest = |qkey| softrnic_emu_core::UdDest {
         ah: softrnic_emu_core::AddressHandle::to(h1.gid, 0).via(h1.mac),
         remote_qpn: p.qp[1],
         remote_qkey: qkey,
     };
-    let (bad, good) = (dest(0x2222), dest(0x1111_1111));
-    for (id, d) in [(1, bad), (2, good)] {
+    // The last asks for the sending QP's own Q_Key (high bit set), which is the same.
+    let (bad, good, own) = (dest(0x2222), dest(0x1111_1111), dest(0x8000_0000));
+    for (id, d) in [(1, bad), (2, good), (3, own)] {
         let wr = SendWr {
             wr_id: id,
             op: SendOp::Send,
@@ -815,16 +817,30 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
         p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
     }
     p.run();
-    assert_eq!(p.lines(), ["0>1 UD_SEND_ONLY 0", "0>1 UD_SEND_ONLY 1"]);
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 UD_SEND_ONLY 0",
+            "0>1 UD_SEND_ONLY 1",
+            "0>1 UD_SEND_ONLY 2"
+        ]
+    );
     assert_eq!(
         p.wcs(0),
         [
             (1, WcStatus::Success, WcOpcode::Send, 0),
-            (2, WcStatus::Success, WcOpcode::Send, 0)
+            (2, WcStatus::Success, WcOpcode::Send, 0),
+            (3, WcStatus::Success, WcOpcode::Send, 0)
         ]
     );
-    // One datagram landed, behind its 40-byte GRH.
-    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 56)]);
+    // Two datagrams landed, each behind its 40-byte GRH.
+    assert_eq!(
+        p.wcs(1),
+        [
+            (7, WcStatus::Success, WcOpcode::Recv, 56),
+            (8, WcStatus::Success, WcOpcode::Recv, 56)
+        ]
+    );
     assert_eq!(p.bytes(1, dst + 40, 16), vec![4; 16]);
     assert_eq!(p.counters(1).qkey_violation, 1);
 }
