@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    RecvWr, SEND_INLINE, SendWr, Wc,
+    QpState, QpType, RecvWr, SendWr, VerbsError, Wc,
 };
 
 use crate::proto::{self, DeviceInfo, Reply, Request, SqEntry, UpRequest};
@@ -34,6 +34,15 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<VerbsError> for Error {
+    fn from(e: VerbsError) -> Error {
+        Error {
+            errno: e.errno(),
+            message: e.to_string(),
+        }
+    }
+}
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Error {
@@ -62,6 +71,16 @@ pub struct Frame {
     pub data: Vec<u8>,
 }
 
+/// A QP's send ring, with what `ibv_post_send` checks against.
+struct SendQueue {
+    ring: Ring,
+    qp_type: QpType,
+    cap: QpCap,
+    /// The state this program last moved the QP to. The daemon may move it to error on its
+    /// own, where posting is still allowed (the WR is flushed).
+    state: QpState,
+}
+
 /// A connection to the daemon.
 pub struct Client {
     stream: UnixStream,
@@ -69,7 +88,7 @@ pub struct Client {
     /// The open context's shared region and the eventfd that wakes the daemon.
     region: Option<(Arc<Region>, OwnedFd)>,
     /// Rings, by QP (send, receive), SRQ and CQ; QP capabilities for checks at post time.
-    sqs: HashMap<u32, (Ring, QpCap)>,
+    sqs: HashMap<u32, SendQueue>,
     rqs: HashMap<u32, (Ring, QpCap)>,
     srqs: HashMap<u32, (Ring, u32)>,
     cqs: HashMap<u32, Ring>,
@@ -317,8 +336,13 @@ impl Client {
     pub fn create_qp(&mut self, pd: u32, init: QpInit) -> Result<u32> {
         match self.call(Request::CreateQp { pd, init })? {
             Reply::QpCreated { qpn, sq, rq } => {
-                let sq = self.ring(sq)?;
-                self.sqs.insert(qpn, (sq, init.cap));
+                let sq = SendQueue {
+                    ring: self.ring(sq)?,
+                    qp_type: init.qp_type,
+                    cap: init.cap,
+                    state: QpState::Reset,
+                };
+                self.sqs.insert(qpn, sq);
                 if let Some(rq) = rq {
                     let rq = self.ring(rq)?;
                     self.rqs.insert(qpn, (rq, init.cap));
@@ -331,7 +355,13 @@ impl Client {
 
     /// `ibv_modify_qp` (the daemon resolves the address handle's MAC).
     pub fn modify_qp(&mut self, qpn: u32, attr: QpAttr, mask: AttrMask) -> Result<()> {
-        self.ok(Request::ModifyQp { qpn, attr, mask })
+        self.ok(Request::ModifyQp { qpn, attr, mask })?;
+        if mask.contains(AttrMask::STATE)
+            && let Some(sq) = self.sqs.get_mut(&qpn)
+        {
+            sq.state = attr.qp_state;
+        }
+        Ok(())
     }
 
     /// `ibv_query_qp`.
@@ -351,8 +381,9 @@ impl Client {
     }
 
     /// `ibv_post_send`: each work request goes into the QP's send ring; no message, and a
-    /// syscall only to wake a sleeping daemon. Refused with the errno rxe gives: EINVAL for
-    /// more SGEs or inline bytes than the QP has room for, ENOMEM when the ring is full.
+    /// syscall only to wake a sleeping daemon. Refused with the errno rxe gives: EINVAL for a
+    /// WR the QP cannot carry (its state, type or capabilities), ENOMEM when the queue is full
+    /// (the daemon leaves WRs in the ring while the QP's queue has no room).
     pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
         let mut result = Ok(());
         for (n, wr) in wrs.into_iter().enumerate() {
@@ -373,16 +404,16 @@ impl Client {
             errno: libc::EINVAL,
             message: m.into(),
         };
-        let (_, cap) = self.sqs.get(&qpn).ok_or_else(|| einval("no such QP"))?;
-        if wr.sgl.len() > cap.max_send_sge as usize {
-            return Err(einval("too many SGEs"));
+        let sq = self.sqs.get(&qpn).ok_or_else(|| einval("no such QP"))?;
+        // What the engine would refuse is refused here, at post time, as rxe does: the daemon
+        // takes the WR later, when the program can no longer be told.
+        if sq.state < QpState::Rts && sq.state != QpState::Err {
+            return Err(einval("the QP is not ready to send"));
         }
-        let inline = if wr.flags & SEND_INLINE != 0 && wr.op.sends_data() {
+        wr.check(sq.qp_type, &sq.cap)?;
+        let inline = if wr.is_inline() {
             // Inline bytes are taken now, at post time (IBA 10.8.2.2).
             let len: usize = wr.sgl.iter().map(|s| s.length as usize).sum();
-            if len > cap.max_inline_data as usize {
-                return Err(einval("inline data above max_inline_data"));
-            }
             let mut data = vec![0u8; len];
             let mut at = 0;
             for sge in &wr.sgl {
@@ -396,8 +427,8 @@ impl Client {
             None
         };
         let body = proto::body(&SqEntry { wr, inline })?;
-        let (ring, _) = self.sqs.get_mut(&qpn).expect("checked");
-        if !ring.push(&body) {
+        let sq = self.sqs.get_mut(&qpn).expect("checked");
+        if !sq.ring.push(&body) {
             return Err(Error {
                 errno: libc::ENOMEM,
                 message: "the send queue is full".into(),

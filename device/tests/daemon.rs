@@ -727,6 +727,68 @@ fn a_completion_channel_fd_fires_for_an_armed_cq() {
 }
 
 #[test]
+fn a_full_send_queue_is_enomem_and_nothing_posted_is_lost() {
+    const N: u64 = 200;
+    let d = daemon("full", 1);
+    let mut a = context(d.path(), "srnic0");
+    let mut b = context(d.path(), "srnic0");
+    // Still in RESET: EINVAL at once, as from rxe, not a WR that silently goes nowhere.
+    let early = a.c.post_send(a.qp, vec![wr(0, SendOp::Send, &[], 0)]);
+    assert_eq!(early.unwrap_err().errno, libc::EINVAL);
+    pair(&mut a, &mut b);
+    // B has no receives yet: A's first SEND meets RNR NAKs, so nothing completes and A's
+    // queue fills.
+    let mut posted = 0;
+    let full = loop {
+        match a.c.post_send(a.qp, vec![wr(posted, SendOp::Send, &[], 0)]) {
+            Ok(()) => posted += 1,
+            Err(e) => break e,
+        }
+        assert!(posted < N, "the queue never filled");
+    };
+    assert_eq!(full.errno, libc::ENOMEM, "{full}");
+    assert!(posted >= 64, "only {posted} taken");
+    // Now B receives, and A posts the rest as room appears: every SEND completes, in order.
+    let (mut done, mut recvs, mut received) = (Vec::new(), 0u64, 0u64);
+    let deadline = std::time::Instant::now() + WAIT;
+    while done.len() < N as usize {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {N} done",
+            done.len()
+        );
+        if recvs - received < 32 {
+            let more = (0..8).map(|i| RecvWr {
+                wr_id: recvs + i,
+                sgl: Vec::new(),
+            });
+            b.c.post_recv(b.qp, more.collect()).unwrap();
+            recvs += 8;
+        }
+        received += b.c.poll_cq(b.cq, 64).unwrap().len() as u64;
+        if posted < N
+            && a.c
+                .post_send(a.qp, vec![wr(posted, SendOp::Send, &[], 0)])
+                .is_ok()
+        {
+            posted += 1;
+        }
+        for w in a.c.poll_cq(a.cq, 64).unwrap() {
+            assert_eq!(w.status, WcStatus::Success, "{w:?}");
+            done.push(w.wr_id);
+        }
+    }
+    while received < N {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{received} of {N} received"
+        );
+        received += b.c.poll_cq(b.cq, 64).unwrap().len() as u64;
+    }
+    assert_eq!(done, (0..N).collect::<Vec<_>>());
+}
+
+#[test]
 fn taking_a_device_down_closes_the_contexts_using_it() {
     let d = daemon("down", 2);
     let mut a = context(d.path(), "srnic0");

@@ -21,7 +21,7 @@ use crate::responder::{self, Responder};
 use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::Instant;
-use crate::wr::{RecvWr, SEND_INLINE, SendOp, SendWr, sgl_len};
+use crate::wr::{RecvWr, SendWr, WorkQueue};
 use crate::{Result, VerbsError};
 
 /// The largest frame the engine writes: a 4096-byte payload with every header (Ethernet with a
@@ -426,6 +426,22 @@ impl<M: Memory> Engine<M> {
         Ok(())
     }
 
+    /// How many more WRs the queue takes before a post fails with ENOMEM (0 for a queue that
+    /// does not exist): for a program that posts through shared memory, which the daemon
+    /// leaves there while the engine has no room.
+    pub fn room(&self, queue: WorkQueue) -> usize {
+        let qp = |qpn| self.qps.get(&qpn);
+        match queue {
+            WorkQueue::Send(qpn) => qp(qpn).map_or(0, |q| q.cap.max_send_wr as usize - q.sq.len()),
+            WorkQueue::Recv(qpn) => qp(qpn).map_or(0, |q| q.cap.max_recv_wr as usize - q.rq.len()),
+            WorkQueue::Srq(srq) => self
+                .sh
+                .srqs
+                .get(srq)
+                .map_or(0, |s| s.max_wr as usize - s.queue.len()),
+        }
+    }
+
     /// Posts a receive WR to an SRQ.
     pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<()> {
         let s = self
@@ -665,43 +681,11 @@ impl<M: Memory> Engine<M> {
         if qp.state < QpState::Rts && qp.state != QpState::Err {
             return Err(VerbsError::Invalid("the QP is not ready to send"));
         }
-        if wr.sgl.len() > qp.cap.max_send_sge as usize {
-            return Err(VerbsError::Invalid("too many SGEs"));
-        }
+        let len = wr.check(qp.qp_type, &qp.cap)?;
         if qp.sq.len() >= qp.cap.max_send_wr as usize {
             return Err(VerbsError::NoMemory("the send queue is full"));
         }
-        let allowed = match (qp.qp_type, &wr.op) {
-            (QpType::Ud, SendOp::Send | SendOp::SendWithImm(_)) => wr.ud.is_some(),
-            (QpType::Ud, _) => false,
-            (QpType::Uc, op) => !op.is_read_or_atomic() && !matches!(op, SendOp::SendWithInv(_)),
-            (QpType::Rc, _) => true,
-        };
-        if !allowed {
-            return Err(VerbsError::Invalid(
-                "operation not supported on this QP type",
-            ));
-        }
-        let len = if wr.op.is_local() {
-            0
-        } else {
-            sgl_len(&wr.sgl).ok_or(VerbsError::Invalid("message longer than 2^31 bytes"))?
-        };
-        if wr.op.is_atomic() {
-            let addr = match wr.op {
-                SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } => remote.addr,
-                _ => 0,
-            };
-            if len != 8 || addr % 8 != 0 {
-                return Err(VerbsError::Invalid(
-                    "atomics need an 8-byte buffer and an aligned remote address",
-                ));
-            }
-        }
-        let inline = if wr.flags & SEND_INLINE != 0 && wr.op.sends_data() {
-            if len > qp.cap.max_inline_data {
-                return Err(VerbsError::Invalid("inline data above max_inline_data"));
-            }
+        let inline = if wr.is_inline() {
             // Inline data is copied now; its lkeys are not checked (IBA 10.8.2.2).
             if let Some(data) = taken {
                 if data.len() != len as usize {

@@ -49,5 +49,5 @@ pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};
 pub use time::{Instant, ack_timeout};
 pub use wr::{
     AddressHandle, MwBind, RecvWr, Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
-    SendOp, SendWr, Sge, UdDest,
+    SendOp, SendWr, Sge, UdDest, WorkQueue,
 };

@@ -1,7 +1,10 @@
 //! Work requests, as `ibv_send_wr` and `ibv_recv_wr` carry them.
 
+use crate::error::{Result, VerbsError};
 use crate::gid::Gid;
 use crate::keys::Access;
+use crate::qp::QpCap;
+use crate::qp_attr::QpType;
 use smoltcp::wire::EthernetAddress;
 
 /// A scatter/gather element.
@@ -207,6 +210,60 @@ pub struct SendWr {
     pub ud: Option<UdDest>,
 }
 
+impl SendWr {
+    /// Whether the WR's bytes are taken at post time (`IBV_SEND_INLINE` on an operation that
+    /// sends data).
+    pub fn is_inline(&self) -> bool {
+        self.flags & SEND_INLINE != 0 && self.op.sends_data()
+    }
+
+    /// The checks `ibv_post_send` makes before a WR is queued (those that need neither the
+    /// queue nor memory), with rxe's EINVAL reasons. Returns the message length.
+    pub fn check(&self, qp_type: QpType, cap: &QpCap) -> Result<u32> {
+        if self.sgl.len() > cap.max_send_sge as usize {
+            return Err(VerbsError::Invalid("too many SGEs"));
+        }
+        let allowed = match (qp_type, &self.op) {
+            (QpType::Ud, SendOp::Send | SendOp::SendWithImm(_)) => self.ud.is_some(),
+            (QpType::Ud, _) => false,
+            (QpType::Uc, op) => !op.is_read_or_atomic() && !matches!(op, SendOp::SendWithInv(_)),
+            (QpType::Rc, _) => true,
+        };
+        if !allowed {
+            return Err(VerbsError::Invalid(
+                "operation not supported on this QP type",
+            ));
+        }
+        let len = if self.op.is_local() {
+            0
+        } else {
+            sgl_len(&self.sgl).ok_or(VerbsError::Invalid("message longer than 2^31 bytes"))?
+        };
+        if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = self.op
+            && (len != 8 || remote.addr % 8 != 0)
+        {
+            return Err(VerbsError::Invalid(
+                "atomics need an 8-byte buffer and an aligned remote address",
+            ));
+        }
+        if self.is_inline() && len > cap.max_inline_data {
+            return Err(VerbsError::Invalid("inline data above max_inline_data"));
+        }
+        Ok(len)
+    }
+}
+
+/// A queue work requests are posted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum WorkQueue {
+    /// A QP's send queue.
+    Send(u32),
+    /// A QP's own receive queue.
+    Recv(u32),
+    /// A shared receive queue.
+    Srq(u32),
+}
+
 /// A receive work request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -219,7 +276,7 @@ pub struct RecvWr {
 
 /// The total length of a scatter/gather list, or `None` if it exceeds 2^31 (IBA's message size
 /// limit).
-pub fn sgl_len(sgl: &[Sge]) -> Option<u32> {
+fn sgl_len(sgl: &[Sge]) -> Option<u32> {
     let total: u64 = sgl.iter().map(|s| s.length as u64).sum();
     (total <= 1 << 31).then_some(total as u32)
 }

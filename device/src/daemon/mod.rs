@@ -223,7 +223,8 @@ impl Daemon {
                 continue;
             };
             let Some(d) = ctx.device else { continue };
-            let posted = ctx.rings.take_posted();
+            let engine = &self.devices[d].as_ref().expect("open").engine;
+            let posted = ctx.rings.take_posted(|q| engine.room(q));
             any |= !posted.is_empty();
             for p in posted {
                 let result = match p {
@@ -252,8 +253,9 @@ impl Daemon {
                         .post_srq_recv(srq, wr),
                 };
                 if let Err(e) = result {
-                    // The program checks what it can before it posts; what it could not know
-                    // (a full queue, a state change) is logged.
+                    // The program checked the WR against the QP when it posted, and only what
+                    // the queue has room for is taken: this is a program that skipped those
+                    // checks (not libibverbs through our provider).
                     tracing::warn!(error = %e, "a posted work request was refused");
                 }
             }

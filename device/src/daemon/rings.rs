@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
-use softrnic_emu_core::{Engine, RecvWr, Wc, WcOpcode, WcStatus};
+use softrnic_emu_core::{Engine, RecvWr, Wc, WcOpcode, WcStatus, WorkQueue};
 
 use super::ProcessMemory;
 use crate::proto::{self, SqEntry};
@@ -37,6 +37,8 @@ pub struct Rings {
     pub cqs: BTreeMap<u32, Ring>,
     /// The doorbell count last acted on.
     bell: u32,
+    /// Work left in a ring because its queue was full.
+    backlog: bool,
     /// Slots that did not decode (a buggy or hostile program), for the log.
     pub garbage: u64,
 }
@@ -70,37 +72,41 @@ impl Rings {
             .is_some_and(|r| r.doorbell() != self.bell)
     }
 
-    /// The work posted since the doorbell was last acted on, in ring order.
-    pub fn take_posted(&mut self) -> Vec<Posted> {
+    /// The work posted since the doorbell was last acted on, in ring order, as much of it as
+    /// `room` says each queue takes. The rest stays in its ring (the program sees it full, and
+    /// gets ENOMEM as from a full queue) and is taken on a later call, once there is room.
+    pub fn take_posted(&mut self, room: impl Fn(WorkQueue) -> usize) -> Vec<Posted> {
         let Some(region) = &self.region else {
             return Vec::new();
         };
         let bell = region.doorbell();
-        if bell == self.bell {
+        if bell == self.bell && !self.backlog {
             return Vec::new();
         }
         // Read the count first: work posted after this rings again.
         self.bell = bell;
+        self.backlog = false;
         let mut out = Vec::new();
         let mut buf = Vec::new();
-        for (&qpn, ring) in &mut self.sqs {
-            while ring.pop(&mut buf) {
-                match proto::decode::<SqEntry>(&buf) {
-                    Ok(e) => out.push(Posted::Send(qpn, e)),
+        let rings = (self.sqs.iter_mut().map(|(&q, r)| (WorkQueue::Send(q), r)))
+            .chain(self.rqs.iter_mut().map(|(&q, r)| (WorkQueue::Recv(q), r)))
+            .chain(self.srqs.iter_mut().map(|(&q, r)| (WorkQueue::Srq(q), r)));
+        for (queue, ring) in rings {
+            for _ in 0..room(queue) {
+                if !ring.pop(&mut buf) {
+                    break;
+                }
+                let posted = match queue {
+                    WorkQueue::Send(q) => proto::decode(&buf).map(|e| Posted::Send(q, e)),
+                    WorkQueue::Recv(q) => proto::decode(&buf).map(|wr| Posted::Recv(q, wr)),
+                    WorkQueue::Srq(q) => proto::decode(&buf).map(|wr| Posted::SrqRecv(q, wr)),
+                };
+                match posted {
+                    Ok(p) => out.push(p),
                     Err(_) => self.garbage += 1,
                 }
             }
-        }
-        for (kind, rings) in [(false, &mut self.rqs), (true, &mut self.srqs)] {
-            for (&id, ring) in rings.iter_mut() {
-                while ring.pop(&mut buf) {
-                    match proto::decode::<RecvWr>(&buf) {
-                        Ok(wr) if kind => out.push(Posted::SrqRecv(id, wr)),
-                        Ok(wr) => out.push(Posted::Recv(id, wr)),
-                        Err(_) => self.garbage += 1,
-                    }
-                }
-            }
+            self.backlog |= ring.has_message();
         }
         out
     }
