@@ -333,9 +333,17 @@ fn the_gid_table_follows_rxe_order() {
     let pair = Pair::new("g");
     let (ns, ifname) = (pair.path(0), pair.ifs[0].clone());
     pair.add_ipv6(0, "2001:db8::1/64").unwrap();
+    // The kernel adds the link-local address once the link is up: wait for it.
     let table = std::thread::spawn(move || {
         sys::enter_netns(&ns).unwrap();
-        softrnic_device::gid::table(&ifname).unwrap()
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let table = softrnic_device::gid::table(&ifname).unwrap();
+            if table.len() >= 3 || std::time::Instant::now() > deadline {
+                break table;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
     })
     .join()
     .unwrap();

@@ -6,8 +6,8 @@ use std::time::Duration;
 use softrnic_emu_core::native::{Device, Loopback};
 use softrnic_emu_core::{
     Access, AttrMask, Event, MwBind, MwType, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr,
-    Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, SendOp, SendWr, Sge, Wc,
-    WcOpcode, WcStatus,
+    Remote, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, SendOp, SendWr, Sge, Wc, WcOpcode,
+    WcStatus,
 };
 
 const ALL: Access = Access(1 | 2 | 4 | 8);
@@ -614,37 +614,20 @@ fn sqd_stops_new_work_and_reports_drained() {
 }
 
 #[test]
-fn fence_and_inline() {
+fn inline_data_is_taken_at_post_time() {
     let mut f = fixture(QpType::Rc);
     let (src, lkey) = f.buf(8, 3, ALL);
     let (dst, rkey) = f.buf(8, 0, ALL);
-    let (rd, rdkey) = f.buf(8, 0, ALL);
     f.post(
         f.a,
         1,
-        SendOp::Read(Remote { addr: dst, rkey }),
-        sge(rd, 8, rdkey),
-        0,
-    );
-    // Inline: the bytes are taken at post time, so changing the buffer after has no effect.
-    f.post(
-        f.a,
-        2,
         SendOp::Write(Remote { addr: dst, rkey }),
         sge(src, 8, lkey),
-        SEND_INLINE | SEND_FENCE,
+        SEND_INLINE,
     );
+    // Changing the buffer after the post has no effect on what is sent.
     f.dev.write(src, &[9; 8]);
-    assert_eq!(
-        f.wait(2),
-        [
-            (1, WcStatus::Success, WcOpcode::RdmaRead),
-            (2, WcStatus::Success, WcOpcode::RdmaWrite)
-        ]
-    );
-    // The fenced WRITE waited for the READ, which saw the old zeros. (Without the fence, the
-    // responder may take the READ's data after executing the WRITE: IBA 10.8.3.3.)
-    assert_eq!(f.dev.read(rd, 8), vec![0; 8]);
+    assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::RdmaWrite)]);
     assert_eq!(f.dev.read(dst, 8), vec![3; 8]);
 }
 

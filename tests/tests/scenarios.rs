@@ -4,7 +4,7 @@
 
 use softrnic_emu_core::{
     Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SEND_SIGNALED, SendOp,
-    SendWr, Sge, Wc, WcOpcode, WcStatus,
+    SendWr, Sge, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus,
 };
 use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
 use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, Syndrome, bth::BthRepr};
@@ -81,15 +81,19 @@ impl Pair {
         self.sim.run_idle(100_000).unwrap();
     }
 
-    fn wcs(&mut self, h: usize) -> Vec<(u64, WcStatus, WcOpcode, u32)> {
+    /// The completions waiting at host `h`, whole.
+    fn poll(&mut self, h: usize) -> Vec<Wc> {
         let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 64];
         let n = self.sim.hosts[h]
             .engine
             .poll_cq(self.cq[h], &mut out)
             .unwrap();
-        out[..n]
-            .iter()
-            .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
+        out[..n].to_vec()
+    }
+
+    fn wcs(&mut self, h: usize) -> Vec<(u64, WcStatus, WcOpcode, u32)> {
+        let wcs = self.poll(h).into_iter();
+        wcs.map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
             .collect()
     }
 
@@ -198,7 +202,7 @@ fn every_opcode_succeeds() {
         .unwrap()
         .copy_from_slice(&5u64.to_ne_bytes());
     // An MR the SEND with Invalidate will invalidate.
-    let (_, victim) = p.buf(1, 8, 0, RW);
+    let (victim_addr, victim) = p.buf(1, 8, 0, RW);
     for i in 0..4 {
         p.recv(100 + i, sge(rbuf + 16 * i, 16, rbuf_key));
     }
@@ -275,13 +279,23 @@ fn every_opcode_succeeds() {
             (8, S, O::Send, 0),
         ]
     );
+    let rx = p.poll(1);
+    let rx: Vec<_> = rx
+        .iter()
+        .map(|w| {
+            (
+                w.wr_id, w.status, w.opcode, w.byte_len, w.wc_flags, w.imm_data,
+            )
+        })
+        .collect();
+    // The immediate data, and for SEND with Invalidate the key it invalidated.
     assert_eq!(
-        p.wcs(1),
+        rx,
         [
-            (100, S, O::Recv, 4),
-            (101, S, O::Recv, 4),
-            (102, S, O::RecvRdmaWithImm, 8),
-            (103, S, O::Recv, 4),
+            (100, S, O::Recv, 4, 0, 0),
+            (101, S, O::Recv, 4, WC_WITH_IMM, 0x1234),
+            (102, S, O::RecvRdmaWithImm, 8, WC_WITH_IMM, 0x99),
+            (103, S, O::Recv, 4, WC_WITH_INV, victim),
         ]
     );
     assert_eq!(p.bytes(1, win, 16), vec![0x11; 16]);
@@ -293,7 +307,13 @@ fn every_opcode_succeeds() {
     );
     assert_eq!(p.bytes(1, ctr, 8), 77u64.to_ne_bytes());
     // The invalidated key no longer works: a WRITE to it fails.
-    assert!(p.sim.hosts[1].engine.dereg_mr(victim).is_ok());
+    let dead = Remote {
+        addr: victim_addr,
+        rkey: victim,
+    };
+    p.send(9, SendOp::Write(dead), sge(src, 4, lkey));
+    p.run();
+    assert_eq!(p.wcs(0), [(9, WcStatus::RemAccessErr, O::RdmaWrite, 0)]);
 }
 
 /// A WRITE that the responder refuses with NAK remote access error: the requester's WR fails

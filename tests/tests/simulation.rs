@@ -17,11 +17,16 @@ fn random_workloads_keep_every_property() {
             env("SOFTRNIC_SEEDS").unwrap_or(1000),
         ),
     };
-    let mut wrs = 0;
+    // Per fault profile: WRs posted and WRs that succeeded.
+    let mut totals = std::collections::BTreeMap::<&str, (usize, usize)>::new();
     let mut failed = Vec::new();
     for seed in first..first + count {
         match workload::run(seed) {
-            Ok(o) => wrs += o.wrs,
+            Ok(o) => {
+                let t = totals.entry(o.profile).or_default();
+                t.0 += o.wrs;
+                t.1 += o.succeeded;
+            }
             Err(e) => failed.push(e),
         }
     }
@@ -36,5 +41,17 @@ fn random_workloads_keep_every_property() {
             .collect::<Vec<_>>()
             .join("\n")
     );
-    assert!(wrs >= count as usize * 5, "every seed posts work");
+    // Beyond each flow's own properties: the reliable service delivers. Only a partition
+    // (and, rarely, the hostile mix) may exhaust RC retries.
+    for (&profile, &(wrs, ok)) in &totals {
+        let enough = match profile {
+            "partitioned" => wrs / 2,
+            "hostile" => wrs - wrs / 100,
+            _ => wrs,
+        };
+        assert!(ok >= enough, "{profile}: only {ok} of {wrs} WRs succeeded");
+    }
+    if count >= 100 {
+        assert_eq!(totals.len(), 5, "every fault profile ran: {totals:?}");
+    }
 }
