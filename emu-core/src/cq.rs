@@ -167,8 +167,8 @@ impl Cq {
         n
     }
 
-    /// Arms the CQ. Returns true if a notification is due at once (IBA 11.4.2.2: a solicited
-    /// request never downgrades an armed "any" request).
+    /// Arms the CQ for the next completion (IBA 11.4.2.2: a solicited request never downgrades
+    /// an armed "any" request).
     pub fn arm(&mut self, solicited_only: bool) {
         self.arm = match (self.arm, solicited_only) {
             (Arm::Any, _) | (_, false) => Arm::Any,

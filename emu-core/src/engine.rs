@@ -6,7 +6,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use smoltcp::wire::EthernetAddress;
 use softrnic_wire::{Error as WireError, IpRepr, Operation, Transport, frame};
 
-use crate::attr::{DeviceAttr, Mtu, PortAttr};
+use crate::attr::{DeviceAttr, PortAttr};
 use crate::completer::{self, Completer};
 use crate::counters::Counters;
 use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
@@ -305,7 +305,7 @@ impl<M: Memory> Engine<M> {
         if len > self.device.max_mr_size {
             return Err(VerbsError::Invalid("region larger than max_mr_size"));
         }
-        if self.sh.keys.len() >= self.device.max_mr as usize {
+        if self.sh.keys.regions() >= self.device.max_mr as usize {
             return Err(VerbsError::NoMemory("too many memory regions"));
         }
         self.sh
@@ -321,6 +321,9 @@ impl<M: Memory> Engine<M> {
     /// Allocates a memory window; returns its rkey (unbound until a bind).
     pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType) -> Result<u32> {
         self.space_of(pd)?;
+        if self.sh.keys.windows() >= self.device.max_mw as usize {
+            return Err(VerbsError::NoMemory("too many memory windows"));
+        }
         Ok(self.sh.keys.alloc_mw(&mut self.sh.rng, pd, mw_type))
     }
 
@@ -858,11 +861,4 @@ impl<M: Memory> Engine<M> {
             self.mark_ready(qpn);
         }
     }
-}
-
-/// The MTU for a byte count, for callers that configure by bytes.
-pub fn mtu_for_bytes(bytes: u32) -> Option<Mtu> {
-    [Mtu::M256, Mtu::M512, Mtu::M1024, Mtu::M2048, Mtu::M4096]
-        .into_iter()
-        .find(|m| m.bytes() == bytes)
 }

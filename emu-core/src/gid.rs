@@ -26,11 +26,6 @@ impl Gid {
             None => IpAddr::V6(v6),
         }
     }
-
-    /// Whether this is an IPv4-mapped GID.
-    pub fn is_ipv4(self) -> bool {
-        matches!(self.to_ip(), IpAddr::V4(_))
-    }
 }
 
 impl From<Ipv4Addr> for Gid {
@@ -70,7 +65,6 @@ mod tests {
             [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1]
         );
         assert_eq!(gid.to_ip(), IpAddr::V4(ip));
-        assert!(gid.is_ipv4());
         assert_eq!(gid.to_string(), "::ffff:198.18.0.1");
     }
 
@@ -79,6 +73,5 @@ mod tests {
         let ip: Ipv6Addr = "2001:2::1".parse().unwrap();
         let gid = Gid::from(ip);
         assert_eq!(gid.to_ip(), IpAddr::V6(ip));
-        assert!(!gid.is_ipv4());
     }
 }

@@ -110,6 +110,9 @@ pub struct KeyTable {
     free: Vec<u32>,
     /// The key byte last used at each index, so a reused index gets a different one.
     last_key: Vec<u8>,
+    /// Live regions and windows, for the device's limits.
+    regions: usize,
+    windows: usize,
 }
 
 fn split(key: u32) -> (usize, u8) {
@@ -174,6 +177,7 @@ impl KeyTable {
         }
         addr.checked_add(len)
             .ok_or(crate::VerbsError::Invalid("region wraps the address space"))?;
+        self.regions += 1;
         Ok(self.insert(rng, |key| Entry {
             key,
             pd,
@@ -194,6 +198,7 @@ impl KeyTable {
             _ => return Err(crate::VerbsError::Invalid("no such memory region")),
         }
         self.remove(key);
+        self.regions -= 1;
         Ok(())
     }
 
@@ -205,6 +210,7 @@ impl KeyTable {
 
     /// Allocates an unbound memory window.
     pub fn alloc_mw(&mut self, rng: &mut Rng, pd: u32, mw_type: MwType) -> u32 {
+        self.windows += 1;
         self.insert(rng, |key| Entry {
             key,
             pd,
@@ -229,6 +235,7 @@ impl KeyTable {
         }
         self.unbind(rkey);
         self.remove(rkey);
+        self.windows -= 1;
         Ok(())
     }
 
@@ -378,9 +385,14 @@ impl KeyTable {
         self.entries.iter().flatten().filter(|e| e.pd == pd).count()
     }
 
-    /// Live registrations and windows.
-    pub fn len(&self) -> usize {
-        self.entries.iter().flatten().count()
+    /// Live regions.
+    pub fn regions(&self) -> usize {
+        self.regions
+    }
+
+    /// Live windows.
+    pub fn windows(&self) -> usize {
+        self.windows
     }
 }
 

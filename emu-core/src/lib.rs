@@ -38,7 +38,7 @@ mod wr;
 pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};
 pub use counters::Counters;
 pub use cq::{WC_GRH, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
-pub use engine::{Config, Engine, MAX_FRAME, QpInit, mtu_for_bytes};
+pub use engine::{Config, Engine, MAX_FRAME, QpInit};
 pub use error::{Result, VerbsError};
 pub use event::Event;
 pub use gid::Gid;

@@ -185,11 +185,6 @@ impl<L: Link> Faulty<L> {
         }
     }
 
-    /// The wrapped link.
-    pub fn inner(&self) -> &L {
-        &self.inner
-    }
-
     fn chance(&mut self, ppm: u32) -> bool {
         self.rng.next_u32() % 1_000_000 < ppm
     }
@@ -292,11 +287,6 @@ impl<L: Link> Device<L> {
         self.ack_timeout = timeout;
     }
 
-    /// The link.
-    pub fn link(&self) -> &L {
-        &self.link
-    }
-
     /// The engine, for every verbs call.
     pub fn engine(&mut self) -> &mut Engine<HeapMemory> {
         &mut self.engine
@@ -381,17 +371,8 @@ impl<L: Link> Device<L> {
     /// Creates a QP with room for 256 WRs each way, 4 SGEs and 64 inline bytes, both queues
     /// on `cq`.
     pub fn create_qp(&mut self, pd: u32, qp_type: QpType, cq: u32) -> Result<u32> {
-        self.engine.create_qp(
-            pd,
-            QpInit {
-                qp_type,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                cap: QpCap::new(256, 4, 64),
-                sq_sig_all: false,
-            },
-        )
+        let init = QpInit::new(qp_type, cq, QpCap::new(256, 4, 64));
+        self.engine.create_qp(pd, init)
     }
 
     /// This QP's endpoint, for the peer's [`connect`](Self::connect). The first PSN is derived

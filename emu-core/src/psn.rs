@@ -1,8 +1,14 @@
 //! 24-bit Packet Sequence Number arithmetic (IBA 9.7.1: PSNs wrap modulo 2^24, and a PSN is
 //! "ahead" of another when it is less than 2^23 after it).
 
-/// The PSN field's mask.
-pub const MASK: u32 = 0x00ff_ffff;
+/// The PSN field's mask (24 bits, as QPNs).
+pub use softrnic_wire::bth::MASK_24 as MASK;
+
+/// The PSNs a message of `len` bytes takes at `mtu` (one for an empty message).
+#[inline]
+pub fn npkts(len: u32, mtu: u32) -> u32 {
+    len.div_ceil(mtu).max(1)
+}
 
 /// `psn + n`, wrapped to 24 bits.
 #[inline]

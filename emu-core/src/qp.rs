@@ -16,7 +16,7 @@ use crate::qp_attr::{QpAttr, QpState, QpType};
 use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::wr::{AddressHandle, RecvWr, SEND_SIGNALED, SendOp, SendWr};
-use crate::{completer::Completer, requester::Requester, responder::Responder};
+use crate::{completer::Completer, psn, requester::Requester, responder::Responder};
 
 /// Everything a QP's roles reach besides the QP itself.
 pub(crate) struct Shared<M> {
@@ -77,11 +77,7 @@ impl<M> Shared<M> {
             _ => return None,
         };
         Some(Path {
-            eth: EthRepr {
-                dst: ah.dmac,
-                src: self.mac,
-                vlan: None,
-            },
+            eth: EthRepr::untagged(ah.dmac, self.mac),
             ip,
             udp: UdpRepr {
                 src_port: udp_src_port,
@@ -190,7 +186,7 @@ impl SendWqe {
         if self.wr.op.is_atomic() {
             1
         } else {
-            self.len.div_ceil(mtu).max(1)
+            psn::npkts(self.len, mtu)
         }
     }
 }

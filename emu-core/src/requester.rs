@@ -357,7 +357,7 @@ fn build<M: Memory>(
 
     // Advance.
     let npsn = match w.wr.op {
-        SendOp::Read(_) => remaining.div_ceil(mtu).max(1),
+        SendOp::Read(_) => psn::npkts(remaining, mtu),
         _ => 1,
     };
     if psn::diff(psn, qp.req.max_sent) < 0 {

@@ -416,7 +416,7 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
                 return Err(INVALID);
             }
             read_target(qp, sh, reth.rkey, reth.va, reth.dma_len)?;
-            let npkts = reth.dma_len.div_ceil(mtu).max(1);
+            let npkts = psn::npkts(reth.dma_len, mtu);
             let res = Resource {
                 first_psn: p,
                 last_psn: psn::add(p, npkts - 1),

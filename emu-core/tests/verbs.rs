@@ -722,3 +722,29 @@ fn faulty_loopback_loses_and_reorders_but_rc_recovers() {
     assert_eq!(dev.read(dst, len), data);
     assert!(dev.engine().counters().retransmitted_pkts > 0);
 }
+
+#[test]
+fn regions_and_windows_stop_at_the_device_limits() {
+    let mut config = Device::<Loopback>::config(1, [198, 18, 0, 1]);
+    config.device.max_mr = 3;
+    config.device.max_mw = 2;
+    let mut dev = Device::new(Loopback::default(), config);
+    let e = dev.engine();
+    let pd = e.alloc_pd(0).unwrap();
+    let addr = e.memory_mut().alloc(64);
+    // Windows do not count against regions, nor regions against windows.
+    let mws: Vec<u32> = (0..2)
+        .map(|_| e.alloc_mw(pd, MwType::Type2).unwrap())
+        .collect();
+    assert_eq!(errno(e.alloc_mw(pd, MwType::Type2)), 12, "ENOMEM");
+    let mrs: Vec<u32> = (0..3)
+        .map(|_| e.reg_mr(pd, addr, 64, ALL).unwrap())
+        .collect();
+    assert_eq!(errno(e.reg_mr(pd, addr, 64, ALL)), 12, "ENOMEM");
+    // Freeing one makes room for one.
+    e.dereg_mr(mrs[0]).unwrap();
+    e.dealloc_mw(mws[0]).unwrap();
+    e.reg_mr(pd, addr, 64, ALL).unwrap();
+    e.alloc_mw(pd, MwType::Type2).unwrap();
+    assert_eq!(errno(e.reg_mr(pd, addr, 64, ALL)), 12, "ENOMEM");
+}

@@ -148,11 +148,6 @@ impl Daemon {
         })
     }
 
-    /// The socket path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn now(&self) -> Instant {
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
@@ -347,7 +342,12 @@ impl Daemon {
         let Some(ctx) = self.contexts[i].take() else {
             return;
         };
-        tracing::debug!(pid = ctx.pid, objects = ?ctx.counts(), "context closed, its objects freed");
+        tracing::debug!(
+            pid = ctx.pid,
+            objects = ?ctx.counts(),
+            undecodable_slots = ctx.rings.garbage,
+            "context closed, its objects freed"
+        );
         if let Some(dev) = ctx.device.and_then(|d| self.devices[d].as_mut()) {
             ctx.release(&mut dev.engine);
             dev.engine.memory_mut().detach(ctx.space);

@@ -65,7 +65,6 @@ pub struct AfXdp {
     tx_frame: Vec<u8>,
     mac: [u8; 6],
     mtu: u32,
-    mode: Mode,
     // The link detaches the program on drop; the map and program live as long.
     _link: OwnedFd,
     _prog: OwnedFd,
@@ -221,7 +220,6 @@ impl AfXdp {
             tx_frame: vec![0; MAX_FRAME],
             mac,
             mtu,
-            mode,
             _link: link,
             _prog: prog,
             _map: xskmap,
@@ -237,11 +235,6 @@ impl AfXdp {
     /// The interface's MTU.
     pub fn mtu(&self) -> u32 {
         self.mtu
-    }
-
-    /// The XDP mode in use.
-    pub fn mode(&self) -> Mode {
-        self.mode
     }
 
     /// The socket, for poll(2): readable when frames arrived.
