@@ -121,8 +121,8 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p
         Operation::Acknowledge => match pkt.repr.ext.aeth.map(|a| a.syndrome) {
             Some(Syndrome::Ack(_)) => ack(qp, sh, now, p),
             Some(Syndrome::RnrNak(timer)) => {
-                if nak_prefix(qp, sh, now, p).is_err() {
-                    return retry(qp, sh, now, Retry::Nak);
+                if !nak_prologue(qp, sh, now, p) {
+                    return;
                 }
                 sh.counters.rnr_nak_retry_err += 1;
                 if qp.req.rnr_until.is_some() && qp.comp.retrying_from == Some(qp.comp.psn) {
@@ -140,8 +140,8 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p
                     Some(now + core::time::Duration::from_micros(timer.micros() as u64));
             }
             Some(Syndrome::Nak(code)) => {
-                if nak_prefix(qp, sh, now, p).is_err() {
-                    return retry(qp, sh, now, Retry::Nak);
+                if !nak_prologue(qp, sh, now, p) {
+                    return;
                 }
                 let status = match code {
                     NakCode::PsnSequenceError => {
@@ -203,7 +203,22 @@ fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
     }
 }
 
-/// A NAK for `p` acknowledges everything before it.
+/// What every NAK and RNR NAK at `p` starts with, as [`response_prologue`] for responses: a
+/// stale one (before the oldest unacknowledged PSN: a duplicate, or one overtaken by a later
+/// ACK) is dropped, and what lies before `p` is acknowledged. Returns whether to go on.
+fn nak_prologue<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> bool {
+    if psn::diff(p, qp.comp.psn) < 0 {
+        sh.counters.duplicate_response += 1;
+        return false;
+    }
+    if nak_prefix(qp, sh, now, p).is_err() {
+        implied_nak(qp, sh, now);
+        return false;
+    }
+    true
+}
+
+/// A NAK for `p` acknowledges everything before it (IBA 9.7.5.1.2).
 fn nak_prefix<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> Result<(), ImpliedNak> {
     let mut progress = complete_before(qp, sh, p)?;
     if let Some(w) = qp.sq.front()

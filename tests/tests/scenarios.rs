@@ -1027,3 +1027,41 @@ fn responses_accepted_before_a_fatal_nak_still_go_out() {
     );
     assert_eq!(p.bytes(1, word, 8), 5u64.to_le_bytes());
 }
+
+#[test]
+fn a_stale_nak_is_ignored() {
+    let mut p = Pair::rc();
+    let (src, lkey) = p.buf(0, 8, 1, RW);
+    let (dst, rkey) = p.buf(1, 8, 0, RW);
+    let remote = Remote { addr: dst, rkey };
+    p.send(1, SendOp::Write(remote), sge(src, 8, lkey));
+    p.run();
+    p.send(2, SendOp::Write(remote), sge(src, 8, lkey));
+    p.sim.pump();
+    // A sequence NAK for PSN 0, long acknowledged (a duplicate from the network), arrives
+    // while PSN 1 is outstanding: it must not send PSN 1 again.
+    let ext = ExtRepr {
+        aeth: Some(AethRepr {
+            syndrome: Syndrome::Nak(softrnic_wire::NakCode::PsnSequenceError),
+            msn: 0,
+        }),
+        ..ExtRepr::default()
+    };
+    let stale = p
+        .sim
+        .frame(1, 0, bth(Opcode::RcAcknowledge, p.qp[0], 0), ext, &[]);
+    p.sim.inject(0, stale);
+    p.run();
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_RDMA_WRITE_ONLY 0",
+            "1>0 RC_ACKNOWLEDGE 0 ACK",
+            "0>1 RC_RDMA_WRITE_ONLY 1",
+            "1>0 RC_ACKNOWLEDGE 1 ACK",
+        ]
+    );
+    assert_eq!(p.counters(0).duplicate_response, 1);
+    assert_eq!(p.counters(0).packet_seq_err, 0);
+    assert_eq!(p.wcs(0).len(), 2);
+}
