@@ -70,9 +70,16 @@ pub(crate) enum Response {
         left: u32,
         first: bool,
         msn: u32,
+        /// Answers a duplicate request: does not count against max_dest_rd_atomic.
+        replay: bool,
     },
     /// An atomic's original value.
-    Atomic { psn: u32, orig: u64, msn: u32 },
+    Atomic {
+        psn: u32,
+        orig: u64,
+        msn: u32,
+        replay: bool,
+    },
 }
 
 /// The responder's state.
@@ -173,10 +180,18 @@ impl Responder {
         self.out.len() + self.resources.len()
     }
 
+    /// READs and atomics accepted and not yet answered, for max_dest_rd_atomic (IBA 9.5.1).
+    /// Replays for duplicates are not new requests and do not count: the requester has
+    /// already seen their first answer and may have sent the next request.
     fn pending_rd_atomic(&self) -> usize {
         self.out
             .iter()
-            .filter(|r| !matches!(r, Response::Ack { .. }))
+            .filter(|r| {
+                matches!(
+                    r,
+                    Response::Read { replay: false, .. } | Response::Atomic { replay: false, .. }
+                )
+            })
             .count()
     }
 }
@@ -434,6 +449,7 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
                     left: reth.dma_len,
                     first: true,
                     msn,
+                    replay: false,
                 });
             return Ok(());
         }
@@ -472,6 +488,7 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
                     psn: p,
                     orig,
                     msn,
+                    replay: false,
                 });
             return Ok(());
         }
@@ -547,6 +564,7 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
                 left: reth.dma_len,
                 first: true,
                 msn,
+                replay: true,
             });
         }
         Operation::CompareSwap | Operation::FetchAdd => {
@@ -557,9 +575,12 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             }) = qp.resp.resources.iter().rev().find(found)
                 && first_psn == p
             {
-                qp.resp
-                    .out
-                    .push_back(Response::Atomic { psn: p, orig, msn });
+                qp.resp.out.push_back(Response::Atomic {
+                    psn: p,
+                    orig,
+                    msn,
+                    replay: true,
+                });
             }
         }
         _ => {}
@@ -678,7 +699,7 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
             ext.aeth = Some(AethRepr { syndrome, msn });
             (Opcode::RcAcknowledge, psn, 0, true)
         }
-        Response::Atomic { psn, orig, msn } => {
+        Response::Atomic { psn, orig, msn, .. } => {
             ext.aeth = Some(AethRepr {
                 syndrome: ack_syndrome(),
                 msn,

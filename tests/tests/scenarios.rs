@@ -7,7 +7,7 @@ use softrnic_emu_core::{
     SendWr, Sge, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus,
 };
 use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
-use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, Syndrome, bth::BthRepr};
+use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, RethRepr, Syndrome, bth::BthRepr};
 
 const RW: Access = Access(1 | 2 | 4 | 8);
 
@@ -1064,4 +1064,53 @@ fn a_stale_nak_is_ignored() {
     assert_eq!(p.counters(0).duplicate_response, 1);
     assert_eq!(p.counters(0).packet_seq_err, 0);
     assert_eq!(p.wcs(0).len(), 2);
+}
+
+#[test]
+fn a_replayed_read_does_not_use_up_the_responder_credit() {
+    let settings = Settings {
+        max_rd_atomic: 1,
+        ..Settings::default()
+    };
+    let mut p = Pair::new(QpType::Rc, settings);
+    let (dst, lkey) = p.buf(0, 16, 0, RW);
+    let (src, rkey) = p.buf(1, 16, 0x42, RW);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, 8, lkey),
+    );
+    p.run();
+    // A late copy of that READ reaches the responder just before the next READ (the only
+    // one outstanding, as max_rd_atomic allows): answering the copy is not a new request.
+    p.sim.link.latency_ns = 0;
+    p.sim.link.bytes_per_us = 1_000_000;
+    let next = Remote {
+        addr: src + 8,
+        rkey,
+    };
+    p.send(2, SendOp::Read(next), sge(dst + 8, 8, lkey));
+    let ext = ExtRepr {
+        reth: Some(RethRepr {
+            va: src,
+            rkey,
+            dma_len: 8,
+        }),
+        ..ExtRepr::default()
+    };
+    let copy = p
+        .sim
+        .frame(0, 1, bth(Opcode::RcReadRequest, p.qp[1], 0), ext, &[]);
+    p.sim.inject(1, copy);
+    p.run();
+    assert_eq!(
+        p.wcs(0),
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaRead, 8),
+            (2, WcStatus::Success, WcOpcode::RdmaRead, 8),
+        ]
+    );
+    assert_eq!(p.counters(1).duplicate_request, 1);
+    assert_eq!(p.counters(1).resp_invalid_request, 0);
+    assert_eq!(p.bytes(0, dst, 16), vec![0x42; 16]);
 }
