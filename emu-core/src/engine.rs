@@ -181,9 +181,16 @@ impl<M: Memory> Engine<M> {
         &self.sh.gids
     }
 
-    /// Replaces the GID table (the device calls this as addresses change).
+    /// Replaces the GID table (the device calls this as addresses change). Each QP's path
+    /// names a source address by GID index, so it is worked out again; a QP whose index no
+    /// longer resolves sends nothing until it is given a new address handle.
     pub fn set_gids(&mut self, gids: Vec<Gid>) {
         self.sh.gids = gids;
+        for qp in self.qps.values_mut() {
+            if let Some(ah) = qp.attr.ah {
+                qp.path = self.sh.path(&ah, qp.udp_src_port);
+            }
+        }
     }
 
     /// The counters.

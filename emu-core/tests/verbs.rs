@@ -748,3 +748,25 @@ fn regions_and_windows_stop_at_the_device_limits() {
     e.alloc_mw(pd, MwType::Type2).unwrap();
     assert_eq!(errno(e.reg_mr(pd, addr, 64, ALL)), 12, "ENOMEM");
 }
+
+#[test]
+fn a_new_gid_table_moves_the_source_address_of_connected_qps() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(8, 1, ALL);
+    let (dst, rkey) = f.buf(8, 0, ALL);
+    let moved: softrnic_emu_core::Gid = std::net::Ipv4Addr::new(198, 18, 0, 9).into();
+    f.dev.engine().set_gids(vec![moved]);
+    f.post(
+        f.a,
+        1,
+        SendOp::Write(Remote { addr: dst, rkey }),
+        sge(src, 8, lkey),
+        0,
+    );
+    let mut frame = vec![0; softrnic_emu_core::MAX_FRAME];
+    let now = softrnic_emu_core::Instant::from_nanos(0);
+    let n = f.dev.engine().poll_transmit(now, &mut frame).unwrap();
+    let parsed = softrnic_wire::frame::parse(&frame[..n]).unwrap();
+    let (from, _) = parsed.repr.ip.addrs();
+    assert_eq!(from.to_string(), "198.18.0.9");
+}
