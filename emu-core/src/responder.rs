@@ -498,7 +498,8 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
     if ends {
         qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
     }
-    if bth.ack_req {
+    // UC has no acknowledgements (IBA 9.8.3), whatever AckReq says.
+    if bth.ack_req && qp.qp_type == QpType::Rc {
         qp.resp.queue_ack(p, ack_syndrome());
     }
     Ok(())
@@ -613,17 +614,14 @@ fn uc<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
         // In sequence after a dropped message means a FIRST or ONLY packet: a new message.
         qp.resp.cur = None;
     }
-    match execute(qp, sh, pkt) {
-        Ok(()) => qp.resp.out.clear(),
-        Err(refuse) => {
-            match refuse {
-                Refuse::Rnr => sh.counters.rcv_no_wqe_drop += 1,
-                _ => sh.counters.uc_seq_drop += 1,
-            }
-            uc_abort(qp, sh);
-            if !matches!(info.position, Position::Last | Position::Only) {
-                qp.resp.cur = Some(InProgress::Dropping);
-            }
+    if let Err(refuse) = execute(qp, sh, pkt) {
+        match refuse {
+            Refuse::Rnr => sh.counters.rcv_no_wqe_drop += 1,
+            _ => sh.counters.uc_seq_drop += 1,
+        }
+        uc_abort(qp, sh);
+        if !matches!(info.position, Position::Last | Position::Only) {
+            qp.resp.cur = Some(InProgress::Dropping);
         }
     }
 }
