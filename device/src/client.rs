@@ -453,9 +453,15 @@ impl Client {
             errno: libc::EINVAL,
             message: "no such CQ".into(),
         })?;
+        // Completions that found the ring full wait in the daemon: room made here must wake
+        // it, or they wait for its next timeout.
+        let was_full = !ring.has_room();
         let mut out = Vec::new();
         while out.len() < max as usize && ring.pop(&mut self.scratch) {
             out.push(proto::decode::<Wc>(&self.scratch)?);
+        }
+        if was_full && !out.is_empty() {
+            self.doorbell();
         }
         Ok(out)
     }
