@@ -788,6 +788,29 @@ fn a_full_send_queue_is_enomem_and_nothing_posted_is_lost() {
 }
 
 #[test]
+fn local_devices_have_distinct_macs_with_or_without_an_interface() {
+    let d = daemon("macs", 1);
+    let mut admin = Client::connect(d.path()).unwrap();
+    for _ in 0..2 {
+        admin
+            .up(UpRequest {
+                netdev: Some("lo".into()),
+                backend: Some(softrnic_device::proto::BackendKind::Local),
+                netns: None,
+            })
+            .unwrap();
+    }
+    let macs: std::collections::BTreeSet<_> = admin
+        .devices()
+        .unwrap()
+        .into_iter()
+        .map(|i| i.mac)
+        .collect();
+    // Same-host frames are delivered by MAC: each device needs its own.
+    assert_eq!(macs.len(), 3, "{macs:?}");
+}
+
+#[test]
 fn taking_a_device_down_closes_the_contexts_using_it() {
     let d = daemon("down", 2);
     let mut a = context(d.path(), "srnic0");

@@ -509,7 +509,7 @@ impl Daemon {
                         "a wire backend needs --netdev",
                     ));
                 }
-                let mac = [0x02, 0x53, 0x52, 0x4e, 0x00, n as u8];
+                let mac = local_mac(n);
                 let gid = Gid::from(std::net::Ipv4Addr::new(198, 19, 255, n as u8 + 1));
                 let why = "no interface: only devices of this daemon are reachable".to_owned();
                 (
@@ -522,7 +522,7 @@ impl Daemon {
                     vec![gid],
                 )
             }
-            Some(ifname) => self.open_wire(ifname, req)?,
+            Some(ifname) => self.open_wire(n, ifname, req)?,
         };
         let config = Config {
             seed: u64::from(std::process::id()) << 16 | n as u64,
@@ -563,10 +563,12 @@ impl Daemon {
         Ok(name)
     }
 
-    /// Opens the backend on `ifname`: the one asked for, or the best that works, saying why.
+    /// Opens the backend on `ifname` for device `n`: the one asked for, or the best that
+    /// works, saying why.
     #[allow(clippy::type_complexity)]
     fn open_wire(
         &self,
+        n: usize,
         ifname: &str,
         req: &UpRequest,
     ) -> io::Result<(
@@ -608,7 +610,7 @@ impl Daemon {
                     let (mac, mtu) = match &wire {
                         Wire::Packet(l) => (l.mac(), l.mtu()),
                         Wire::Xdp(l) => (l.mac(), l.mtu()),
-                        Wire::Local => ([0x02, 0x53, 0x52, 0x4e, 0xff, 0], 9000),
+                        Wire::Local => (local_mac(n), 9000),
                     };
                     let reason = if failures.is_empty() {
                         format!("{kind:?} as asked")
@@ -700,4 +702,10 @@ impl Drop for Running {
             let _ = t.join();
         }
     }
+}
+
+/// The MAC of device `n` when it has no wire of its own: locally administered, and unique
+/// in this daemon, which delivers same-host frames by MAC.
+fn local_mac(n: usize) -> [u8; 6] {
+    [0x02, 0x53, 0x52, 0x4e, 0x00, n as u8]
 }
