@@ -1,7 +1,7 @@
 //! A client of the daemon: one connection, one device context. The `softrnic` command and the
 //! tests use it; the ibverbs provider speaks the same protocol.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -85,8 +85,14 @@ struct SendQueue {
 pub struct Client {
     stream: UnixStream,
     daemon_pid: u32,
-    /// The open context's shared region and the eventfd that wakes the daemon.
+    /// The open context's shared region and the pipe that wakes the daemon.
     region: Option<(Arc<Region>, OwnedFd)>,
+    /// The read end of the async event pipe (a byte per event), and events read ahead of
+    /// their bytes.
+    async_fd: Option<OwnedFd>,
+    async_events: VecDeque<Event>,
+    /// Per completion channel, CQs that fired and were fetched ahead of their bytes.
+    cq_events: HashMap<u32, VecDeque<u32>>,
     /// Rings, by QP (send, receive), SRQ and CQ; QP capabilities for checks at post time.
     sqs: HashMap<u32, SendQueue>,
     rqs: HashMap<u32, (Ring, QpCap)>,
@@ -119,6 +125,9 @@ impl Client {
             stream,
             daemon_pid: 0,
             region: None,
+            async_fd: None,
+            async_events: VecDeque::new(),
+            cq_events: HashMap::new(),
             sqs: HashMap::new(),
             rqs: HashMap::new(),
             srqs: HashMap::new(),
@@ -199,13 +208,14 @@ impl Client {
     /// requests and completions travel through.
     pub fn open(&mut self, name: &str) -> Result<()> {
         proto::send(&mut self.stream, &Request::Open { name: name.into() })?;
-        // The reply carries the region's memfd and the daemon's eventfd.
-        let (reply, mut fds) = self.reply_with_fds(2)?;
+        // The reply carries the region's memfd, the wake-up pipe and the async event pipe.
+        let (reply, fds) = self.reply_with_fds(3)?;
         match reply {
-            Reply::Ok if fds.len() == 2 => {
-                let wake = fds.pop().expect("two");
-                let region = Region::open(&fds[0])?;
+            Reply::Ok if fds.len() == 3 => {
+                let [memfd, wake, async_fd] = <[OwnedFd; 3]>::try_from(fds).expect("three");
+                let region = Region::open(&memfd)?;
                 self.region = Some((region, wake));
+                self.async_fd = Some(async_fd);
                 Ok(())
             }
             r => Err(unexpected(r)),
@@ -254,7 +264,7 @@ impl Client {
         if let Some((region, wake)) = &self.region {
             region.ring_doorbell();
             if region.sleeping() {
-                sys::signal(wake.as_raw_fd());
+                sys::notify(wake.as_raw_fd());
             }
         }
     }
@@ -466,23 +476,70 @@ impl Client {
         Ok(out)
     }
 
-    /// `ibv_create_comp_channel`: the channel and its fd, readable when an armed CQ on it gets
-    /// a completion.
+    /// `ibv_create_comp_channel`: the channel and its fd, which gets a byte each time an armed
+    /// CQ on it gets a completion.
     pub fn create_comp_channel(&mut self) -> Result<(u32, OwnedFd)> {
         proto::send(&mut self.stream, &Request::CreateCompChannel)?;
         let (reply, mut fds) = self.reply_with_fds(1)?;
         match (reply, fds.pop()) {
-            (Reply::Handle(id), Some(fd)) => Ok((id, fd)),
+            (Reply::Handle(id), Some(fd)) => {
+                self.cq_events.insert(id, VecDeque::new());
+                Ok((id, fd))
+            }
             (r, _) => Err(unexpected(r)),
         }
     }
 
-    /// The CQs a channel's notifications were for (`ibv_get_cq_event` once its fd is readable).
-    pub fn cq_events(&mut self, channel: u32) -> Result<Vec<u32>> {
-        match self.call(Request::CqEvents { channel })? {
-            Reply::Cqs(c) => Ok(c),
-            r => Err(unexpected(r)),
+    /// The CQ of the next notification on `channel`, once the caller has read its byte from
+    /// the channel's fd (`ibv_get_cq_event`; the read may block, so it is the caller's, outside
+    /// any lock).
+    pub fn cq_event(&mut self, channel: u32) -> Result<u32> {
+        let queued = self.cq_events.get_mut(&channel).ok_or(Error {
+            errno: libc::EINVAL,
+            message: "no such completion channel".into(),
+        })?;
+        if queued.is_empty() {
+            let fired = match self.call(Request::CqEvents { channel })? {
+                Reply::Cqs(c) => c,
+                r => return Err(unexpected(r)),
+            };
+            self.cq_events
+                .get_mut(&channel)
+                .expect("checked")
+                .extend(fired);
         }
+        self.cq_events
+            .get_mut(&channel)
+            .and_then(VecDeque::pop_front)
+            .ok_or(Error {
+                errno: libc::EAGAIN,
+                message: "no notification behind that byte".into(),
+            })
+    }
+
+    /// `ibv_destroy_comp_channel`.
+    pub fn destroy_comp_channel(&mut self, channel: u32) -> Result<()> {
+        self.ok(Request::DestroyCompChannel(channel))?;
+        self.cq_events.remove(&channel);
+        Ok(())
+    }
+
+    /// The async event pipe's read end: readable while events wait (`ibv_context.async_fd`).
+    pub fn async_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.async_fd.as_ref().map(AsRawFd::as_raw_fd)
+    }
+
+    /// The next async event, once the caller has read its byte from [`async_fd`](Self::async_fd)
+    /// (`ibv_get_async_event`).
+    pub fn async_event(&mut self) -> Result<Event> {
+        if self.async_events.is_empty() {
+            let events = self.events()?;
+            self.async_events.extend(events);
+        }
+        self.async_events.pop_front().ok_or(Error {
+            errno: libc::EAGAIN,
+            message: "no event behind that byte".into(),
+        })
     }
 
     /// `ibv_req_notify_cq`.
@@ -523,7 +580,32 @@ impl Client {
         self.handle(Request::AllocMw { pd, mw_type })
     }
 
-    /// The context's events so far.
+    /// `ibv_dealloc_mw`.
+    pub fn dealloc_mw(&mut self, key: u32) -> Result<()> {
+        self.ok(Request::DeallocMw(key))
+    }
+
+    /// `ibv_destroy_srq`.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<()> {
+        self.ok(Request::DestroySrq(srq))?;
+        self.srqs.remove(&srq);
+        Ok(())
+    }
+
+    /// `ibv_resize_cq`.
+    pub fn resize_cq(&mut self, cq: u32, cqe: u32) -> Result<()> {
+        match self.call(Request::ResizeCq { cq, cqe })? {
+            Reply::CqCreated { ring, .. } => {
+                let ring = self.ring(ring)?;
+                self.cqs.insert(cq, ring);
+                Ok(())
+            }
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// The context's events not yet fetched, without reading their bytes from the async pipe
+    /// (for a client that does not use it).
     pub fn events(&mut self) -> Result<Vec<Event>> {
         match self.call(Request::PollEvents)? {
             Reply::Events(e) => Ok(e),

@@ -99,9 +99,9 @@ pub enum Request {
         /// Its name.
         name: String,
     },
-    /// Makes this connection a context of the device. The reply carries two descriptors: the
-    /// context's shared region (a memfd, see [`crate::shm`]) and the eventfd that wakes the
-    /// daemon.
+    /// Makes this connection a context of the device. The reply carries three descriptors:
+    /// the context's shared region (a memfd, see [`crate::shm`]), the pipe that wakes the
+    /// daemon, and the read end of the async event pipe (a byte per event).
     Open {
         /// Its name.
         name: String,
@@ -141,15 +141,17 @@ pub enum Request {
         /// The completion channel its notifications go to, if any.
         channel: Option<u32>,
     },
-    /// `ibv_create_comp_channel`: the reply's Handle comes with the channel's eventfd, which
-    /// becomes readable when an armed CQ on the channel gets a completion.
+    /// `ibv_create_comp_channel`: the reply's Handle comes with the read end of the channel's
+    /// pipe, which gets a byte each time an armed CQ on the channel gets a completion.
     CreateCompChannel,
-    /// The CQs whose notifications reached this channel since the last call
-    /// (`ibv_get_cq_event`, after the eventfd is readable).
+    /// The CQs whose notifications reached this channel since the last call, one per byte
+    /// written to its pipe (`ibv_get_cq_event`, after reading a byte).
     CqEvents {
         /// The channel.
         channel: u32,
     },
+    /// `ibv_destroy_comp_channel` (EBUSY while a CQ uses it).
+    DestroyCompChannel(u32),
     /// `ibv_destroy_cq`.
     DestroyCq(u32),
     /// `ibv_req_notify_cq`.
@@ -213,8 +215,9 @@ pub enum Request {
     },
     /// `ibv_dealloc_mw`.
     DeallocMw(u32),
-    /// The asynchronous events and completion notifications of this context's objects
-    /// (`ibv_get_async_event`, completion channels).
+    /// The asynchronous events of this context's objects, one per byte written to its async
+    /// pipe (`ibv_get_async_event`, after reading a byte), including completion notifications
+    /// of CQs without a channel.
     PollEvents,
     /// Turns this connection into a capture: every frame in and out of the device (or of every
     /// device), same-host frames included, follows as [`Reply::Frame`]s.

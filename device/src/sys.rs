@@ -425,19 +425,45 @@ pub fn memfd(name: &std::ffi::CStr, len: u64) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
-/// A non-blocking eventfd: a counter one side adds to to wake the other.
-pub fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: no pointers; the descriptor is owned below.
-    let fd = check(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })?;
-    // SAFETY: a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// A pipe for notifications, one byte per event: (read end, write end). Each end is its own
+/// open file description, so the program may make its read end blocking or not without the
+/// daemon's non-blocking write end noticing (an eventfd shared both ways cannot do that).
+pub fn notify_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: fresh descriptors nobody else owns.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    set_nonblocking(write.as_raw_fd());
+    Ok((read, write))
 }
 
-/// Adds one to an eventfd (wakes whoever polls it).
-pub fn signal(fd: RawFd) {
-    let one = 1u64.to_ne_bytes();
-    // SAFETY: `one` outlives the call and its length is passed.
-    unsafe { libc::write(fd, one.as_ptr().cast(), one.len()) };
+/// Writes one notification byte (a full pipe already says there is something to read).
+pub fn notify(fd: RawFd) {
+    // SAFETY: the byte outlives the call and its length is passed.
+    unsafe { libc::write(fd, [1u8].as_ptr().cast(), 1) };
+}
+
+/// Takes one notification byte, blocking or not as the descriptor is set. `Ok(false)` when
+/// a non-blocking descriptor has none (EAGAIN).
+pub fn take_notification(fd: RawFd) -> io::Result<bool> {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: `byte` outlives the call; one byte is read.
+        let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+        match n {
+            1 => return Ok(true),
+            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
+            _ => {
+                let e = io::Error::last_os_error();
+                match e.kind() {
+                    io::ErrorKind::Interrupted => continue,
+                    io::ErrorKind::WouldBlock => return Ok(false),
+                    _ => return Err(e),
+                }
+            }
+        }
+    }
 }
 
 /// Sends `data` with descriptors attached (SCM_RIGHTS), in one sendmsg.
@@ -530,9 +556,18 @@ pub fn recv_fds(sock: RawFd, buf: &mut [u8], max_fds: usize) -> io::Result<(usiz
     Ok((n as usize, fds))
 }
 
-/// Reads an eventfd's count, resetting it (non-blocking: nothing if it is zero).
-pub fn clear_event(fd: RawFd) {
-    let mut buf = [0u8; 8];
-    // SAFETY: `buf` outlives the call and its length is passed.
-    unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+/// Empties a non-blocking notification pipe.
+pub fn drain_pipe(fd: RawFd) {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` outlives each call and its length is passed.
+    while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } == buf.len() as isize {}
+}
+
+/// Sets O_NONBLOCK on a descriptor's open file description.
+pub fn set_nonblocking(fd: RawFd) {
+    // SAFETY: no pointers.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
 }

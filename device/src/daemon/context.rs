@@ -44,9 +44,12 @@ pub(super) struct Context {
     pub rings: Rings,
     /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
     pub send_fds: Vec<OwnedFd>,
-    /// Completion channels: each its eventfd and the CQs that fired since it was last asked;
-    /// and which channel each CQ notifies.
+    /// Completion channels: each the write end of its notification pipe (a byte per
+    /// notification) and the CQs that fired since it was last asked; and which channel each CQ
+    /// notifies.
     channels: BTreeMap<u32, (OwnedFd, Vec<u32>)>,
+    /// The write end of the async event pipe: a byte per event in `events`.
+    async_notify: Option<OwnedFd>,
     cq_channel: BTreeMap<u32, u32>,
     pub pid: u32,
     pub uid: u32,
@@ -88,6 +91,7 @@ impl Context {
             send_fds: Vec::new(),
             channels: BTreeMap::new(),
             cq_channel: BTreeMap::new(),
+            async_notify: None,
             pid,
             uid,
             space,
@@ -118,8 +122,8 @@ impl Context {
         Some(req)
     }
 
-    /// Takes a completion notification for one of its CQs: to the CQ's channel (its eventfd
-    /// fires), or, without a channel, to the async events.
+    /// Takes a completion notification for one of its CQs: to the CQ's channel (a byte in its
+    /// pipe), or, without a channel, to the async events (a byte in the async pipe).
     pub fn notify(&mut self, event: Event) {
         if let Event::Completion { cq } = event
             && let Some((fd, fired)) = self
@@ -128,10 +132,13 @@ impl Context {
                 .and_then(|c| self.channels.get_mut(c))
         {
             fired.push(cq);
-            sys::signal(fd.as_raw_fd());
+            sys::notify(fd.as_raw_fd());
             return;
         }
         self.events.push_back(event);
+        if let Some(fd) = &self.async_notify {
+            sys::notify(fd.as_raw_fd());
+        }
     }
 
     /// Whether the event is about one of this context's objects.
@@ -171,7 +178,7 @@ impl Context {
     }
 
     /// Queues a message for the socket; the Open reply goes at once, with the region's memfd
-    /// and the wake-up eventfd.
+    /// and the pipes.
     pub fn queue(&mut self, msg: &Reply) {
         let Ok(bytes) = proto::encode(msg) else {
             return;
@@ -315,16 +322,19 @@ impl Daemon {
                     Ok(r) => r,
                     Err(e) => return error(libc::ENOMEM, format!("shared region: {e}")),
                 };
-                let wake = match sys::eventfd() {
-                    Ok(w) => w,
-                    Err(e) => return error(libc::ENOMEM, format!("eventfd: {e}")),
+                // The program writes a byte to wake the daemon; the daemon reads the other end.
+                let (wake, wake_write) = match sys::notify_pipe() {
+                    Ok(p) => p,
+                    Err(e) => return error(libc::EMFILE, format!("pipe: {e}")),
                 };
-                let wake_copy = match wake.try_clone() {
-                    Ok(w) => w,
-                    Err(e) => return error(libc::EMFILE, format!("eventfd: {e}")),
+                sys::set_nonblocking(wake.as_raw_fd());
+                let (async_read, async_write) = match sys::notify_pipe() {
+                    Ok(p) => p,
+                    Err(e) => return error(libc::EMFILE, format!("pipe: {e}")),
                 };
                 ctx.rings = Rings::new(region, wake);
-                ctx.send_fds = vec![memfd, wake_copy];
+                ctx.async_notify = Some(async_write);
+                ctx.send_fds = vec![memfd, wake_write, async_read];
                 ctx.device = Some(d);
                 let (space, pid) = (ctx.space, ctx.pid);
                 let dev = self.devices[d].as_mut().expect("found");
@@ -439,23 +449,27 @@ impl Daemon {
                     }
                 })
             }
-            Request::CreateCompChannel => match sys::eventfd().and_then(|fd| {
-                let copy = fd.try_clone()?;
-                Ok((fd, copy))
-            }) {
-                Ok((fd, copy)) => {
+            Request::CreateCompChannel => match sys::notify_pipe() {
+                Ok((read, write)) => {
                     let id = ctx.channels.keys().next_back().map_or(1, |k| k + 1);
-                    ctx.channels.insert(id, (fd, Vec::new()));
-                    ctx.send_fds = vec![copy];
+                    ctx.channels.insert(id, (write, Vec::new()));
+                    ctx.send_fds = vec![read];
                     Reply::Handle(id)
                 }
-                Err(e) => error(libc::EMFILE, format!("eventfd: {e}")),
+                Err(e) => error(libc::EMFILE, format!("pipe: {e}")),
             },
-            Request::CqEvents { channel } => match ctx.channels.get_mut(&channel) {
-                Some((fd, fired)) => {
-                    sys::clear_event(fd.as_raw_fd());
-                    Reply::Cqs(std::mem::take(fired))
+            Request::DestroyCompChannel(channel) => {
+                if !ctx.channels.contains_key(&channel) {
+                    error(libc::EINVAL, NOT_OURS)
+                } else if ctx.cq_channel.values().any(|&c| c == channel) {
+                    error(libc::EBUSY, "CQs still use this completion channel")
+                } else {
+                    ctx.channels.remove(&channel);
+                    Reply::Ok
                 }
+            }
+            Request::CqEvents { channel } => match ctx.channels.get_mut(&channel) {
+                Some((_, fired)) => Reply::Cqs(std::mem::take(fired)),
                 None => error(libc::EINVAL, NOT_OURS),
             },
             Request::DestroyCq(cq) if o.cqs.contains(&cq) => {
