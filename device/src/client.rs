@@ -148,6 +148,11 @@ impl Client {
         self.daemon_pid
     }
 
+    /// The connection's socket (`ibv_context.cmd_fd`).
+    pub fn socket_fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
+    }
+
     /// Sends one request and waits for its reply.
     pub fn call(&mut self, req: Request) -> Result<Reply> {
         proto::send(&mut self.stream, &req)?;
@@ -260,7 +265,7 @@ impl Client {
     }
 
     /// Tells the daemon work was posted: a doorbell count, and a wake-up only if it sleeps.
-    fn doorbell(&self) {
+    pub fn doorbell(&self) {
         if let Some((region, wake)) = &self.region {
             region.ring_doorbell();
             if region.sleeping() {
@@ -395,21 +400,14 @@ impl Client {
     /// WR the QP cannot carry (its state, type or capabilities), ENOMEM when the queue is full
     /// (the daemon leaves WRs in the ring while the QP's queue has no room).
     pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
-        let mut result = Ok(());
-        for (n, wr) in wrs.into_iter().enumerate() {
-            if let Err(e) = self.post_one_send(qpn, wr) {
-                result = Err(Error {
-                    errno: e.errno,
-                    message: format!("work request {n}: {}", e.message),
-                });
-                break;
-            }
-        }
+        let result = push_all(wrs, |wr| self.push_send(qpn, wr));
         self.doorbell();
         result
     }
 
-    fn post_one_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
+    /// Puts one send work request into the QP's ring, with `post_send`'s checks; the caller
+    /// rings the doorbell after a batch.
+    pub fn push_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
         let einval = |m: &str| Error {
             errno: libc::EINVAL,
             message: m.into(),
@@ -449,12 +447,17 @@ impl Client {
 
     /// `ibv_post_recv`, through the QP's receive ring.
     pub fn post_recv(&mut self, qpn: u32, wrs: Vec<RecvWr>) -> Result<()> {
-        let result = post_recvs(
-            self.rqs.get_mut(&qpn).map(|(r, c)| (r, c.max_recv_sge)),
-            wrs,
-        );
+        let result = push_all(wrs, |wr| self.push_recv(qpn, &wr));
         self.doorbell();
         result
+    }
+
+    /// Puts one receive work request into the QP's ring; the caller rings the doorbell.
+    pub fn push_recv(&mut self, qpn: u32, wr: &RecvWr) -> Result<()> {
+        push_recv_into(
+            self.rqs.get_mut(&qpn).map(|(r, c)| (r, c.max_recv_sge)),
+            wr,
+        )
     }
 
     /// `ibv_poll_cq`: completions from the CQ's ring, with no syscall.
@@ -565,9 +568,14 @@ impl Client {
 
     /// `ibv_post_srq_recv`, through the SRQ's ring.
     pub fn post_srq_recv(&mut self, srq: u32, wrs: Vec<RecvWr>) -> Result<()> {
-        let result = post_recvs(self.srqs.get_mut(&srq).map(|(r, m)| (r, *m)), wrs);
+        let result = push_all(wrs, |wr| self.push_srq_recv(srq, &wr));
         self.doorbell();
         result
+    }
+
+    /// Puts one receive work request into the SRQ's ring; the caller rings the doorbell.
+    pub fn push_srq_recv(&mut self, srq: u32, wr: &RecvWr) -> Result<()> {
+        push_recv_into(self.srqs.get_mut(&srq).map(|(r, m)| (r, *m)), wr)
     }
 
     /// Arms an SRQ's limit (`ibv_modify_srq`).
@@ -663,27 +671,37 @@ impl Client {
     }
 }
 
-/// Puts receive work requests into a receive or shared receive ring (`ring` and its SGE limit).
-fn post_recvs(ring: Option<(&mut Ring, u32)>, wrs: Vec<RecvWr>) -> Result<()> {
+/// Puts a receive work request into a receive or shared receive ring (`ring` and its SGE
+/// limit).
+fn push_recv_into(ring: Option<(&mut Ring, u32)>, wr: &RecvWr) -> Result<()> {
     let Some((ring, max_sge)) = ring else {
         return Err(Error {
             errno: libc::EINVAL,
             message: "no such queue".into(),
         });
     };
-    for (n, wr) in wrs.iter().enumerate() {
-        if wr.sgl.len() > max_sge as usize {
-            return Err(Error {
-                errno: libc::EINVAL,
-                message: format!("work request {n}: too many SGEs"),
-            });
-        }
-        if !ring.push(&proto::body(wr)?) {
-            return Err(Error {
-                errno: libc::ENOMEM,
-                message: format!("work request {n}: the queue is full"),
-            });
-        }
+    if wr.sgl.len() > max_sge as usize {
+        return Err(Error {
+            errno: libc::EINVAL,
+            message: "too many SGEs".into(),
+        });
+    }
+    if !ring.push(&proto::body(wr)?) {
+        return Err(Error {
+            errno: libc::ENOMEM,
+            message: "the queue is full".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Runs `push` on each work request, stopping at the first refusal (named by its position).
+fn push_all<T>(wrs: Vec<T>, mut push: impl FnMut(T) -> Result<()>) -> Result<()> {
+    for (n, wr) in wrs.into_iter().enumerate() {
+        push(wr).map_err(|e| Error {
+            errno: e.errno,
+            message: format!("work request {n}: {}", e.message),
+        })?;
     }
     Ok(())
 }

@@ -334,9 +334,10 @@ impl<M: Memory> Engine<M> {
         Ok(self.sh.keys.alloc_mw(&mut self.sh.rng, pd, mw_type))
     }
 
-    /// Frees a memory window.
-    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<()> {
-        self.sh.keys.dealloc_mw(rkey)
+    /// Frees a memory window, named by any of its keys (the one `alloc_mw` gave, or the one
+    /// its last bind set).
+    pub fn dealloc_mw(&mut self, key: u32) -> Result<()> {
+        self.sh.keys.dealloc_mw(key)
     }
 
     // --- Completion queues ---------------------------------------------------------------

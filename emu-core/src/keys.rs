@@ -228,11 +228,16 @@ impl KeyTable {
     }
 
     /// Frees a memory window, unbinding it.
-    pub fn dealloc_mw(&mut self, rkey: u32) -> crate::Result<()> {
-        match self.get(rkey).map(|e| &e.kind) {
-            Some(Kind::Mw { .. }) => {}
+    pub fn dealloc_mw(&mut self, handle: u32) -> crate::Result<()> {
+        // A window is named by its index: its key byte changes with every bind.
+        let (index, _) = split(handle);
+        let rkey = match self.entries.get(index).and_then(Option::as_ref) {
+            Some(e @ Entry {
+                kind: Kind::Mw { .. },
+                ..
+            }) => handle & !0xff | u32::from(e.key),
             _ => return Err(crate::VerbsError::Invalid("no such memory window")),
-        }
+        };
         self.unbind(rkey);
         self.remove(rkey);
         self.windows -= 1;
@@ -619,7 +624,23 @@ mod tests {
             .unwrap();
         // Type 1 windows are not invalidated by invalidate operations.
         assert_eq!(t.invalidate(k, 1), Err(KeyError::Invalid));
-        t.dealloc_mw(k).unwrap();
+        // The window goes by the key alloc_mw gave even after a bind changed its key byte.
+        let rebound = t
+            .bind(
+                1,
+                0,
+                &MwBind {
+                    mw_rkey: k,
+                    new_key: k as u8 ^ 0x5a,
+                    mr_lkey: mr2,
+                    ..req
+                },
+            )
+            .unwrap();
+        assert_ne!(rebound, mw);
+        t.dealloc_mw(mw).unwrap();
+        assert!(t.get(rebound).is_none());
+        assert!(t.dealloc_mw(mw).is_err());
         t.deregister(mr2).unwrap();
     }
 }

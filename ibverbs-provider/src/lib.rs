@@ -1,3 +1,69 @@
-//! The drop-in `libibverbs.so.1` that lets unmodified RDMA programs run on softrnic.
+//! The drop-in `libibverbs.so.1`: unmodified RDMA programs, built against Debian's rdma-core 44,
+//! run on the softrnic daemon.
 //!
-//! Not written yet: this crate reserves its place in the workspace. See issue 5.
+//! The shared object exports rdma-core 44's symbols with their versions (`libibverbs.map`), and
+//! lays out every structure a program touches exactly as `<infiniband/verbs.h>` does ([`abi`],
+//! checked against the header by `tests/layout.rs`). Each `ibv_open_device` is one connection
+//! to the daemon (one device context): control calls are messages on it, while work requests
+//! and completions move through the shared-memory rings of [`softrnic_device::client`], with no
+//! message per work request. The daemon reaches registered memory with `process_vm_readv` and
+//! `process_vm_writev`; the context allows that with `prctl(PR_SET_PTRACER)`.
+//!
+//! Modules follow the objects: [`device`] (the device list), [`context`] (open, queries, async
+//! events), [`memory`] (PDs, MRs, memory windows, address handles), [`cq`] (CQs, completion
+//! channels, the extended poll API), [`qp`] (QPs and their work requests, SRQs), [`qp_ex`] (the
+//! `ibv_wr_*` API), [`misc`] (strings and rates), [`private`] (what other providers import).
+
+// Every function here is a C entry point: its safety contract is libibverbs' documented API
+// (valid pointers to the structures it names), which no Rust signature can state.
+#![allow(unsafe_code, unsafe_op_in_unsafe_fn, clippy::missing_safety_doc)]
+
+/// Defines C entry points exported under rdma-core's names with the versions the linker's
+/// version script (`libibverbs.map`) gives them. rustc lists every exported Rust symbol in a
+/// version script of its own, which wins over ours; so each function is exported as
+/// `softrnic_NAME` and `NAME` is an assembler alias that only our script names.
+macro_rules! exported {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
+    )*) => {$(
+        $(#[$attr])*
+        #[unsafe(export_name = concat!("softrnic_", stringify!($name)))]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? $body
+        std::arch::global_asm!(concat!(
+            ".globl ", stringify!($name), "\n",
+            ".set ", stringify!($name), ", softrnic_", stringify!($name)
+        ));
+    )*};
+}
+
+pub mod abi;
+pub mod context;
+pub mod convert;
+pub mod cq;
+pub mod device;
+pub mod memory;
+pub mod misc;
+pub mod private;
+pub mod qp;
+pub mod qp_ex;
+
+/// Sets the calling thread's errno.
+pub(crate) fn set_errno(e: i32) {
+    // SAFETY: glibc's per-thread errno location is always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// Logs why a call failed when `SOFTRNIC_DEBUG` is set; returns the errno.
+pub(crate) fn fail(call: &str, e: &softrnic_device::client::Error) -> i32 {
+    if std::env::var_os("SOFTRNIC_DEBUG").is_some() {
+        eprintln!("softrnic: {call}: {e}");
+    }
+    e.errno
+}
+
+/// `fail`, then errno set and a null pointer (for the calls that return an object).
+pub(crate) fn fail_null<T>(call: &str, e: &softrnic_device::client::Error) -> *mut T {
+    set_errno(fail(call, e));
+    std::ptr::null_mut()
+}

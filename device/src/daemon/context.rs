@@ -122,17 +122,19 @@ impl Context {
         Some(req)
     }
 
-    /// Takes a completion notification for one of its CQs: to the CQ's channel (a byte in its
-    /// pipe), or, without a channel, to the async events (a byte in the async pipe).
+    /// Takes an event about one of its objects: a completion notification goes to the CQ's
+    /// channel (a byte in its pipe; a CQ without a channel has nowhere to notify, as in
+    /// verbs), the rest to the async events (a byte in the async pipe).
     pub fn notify(&mut self, event: Event) {
-        if let Event::Completion { cq } = event
-            && let Some((fd, fired)) = self
+        if let Event::Completion { cq } = event {
+            if let Some((fd, fired)) = self
                 .cq_channel
                 .get(&cq)
                 .and_then(|c| self.channels.get_mut(c))
-        {
-            fired.push(cq);
-            sys::notify(fd.as_raw_fd());
+            {
+                fired.push(cq);
+                sys::notify(fd.as_raw_fd());
+            }
             return;
         }
         self.events.push_back(event);
@@ -587,9 +589,10 @@ impl Daemon {
                     Reply::Handle(key)
                 })
             }
-            Request::DeallocMw(key) if o.mws.contains(&key) => {
+            // A window is owned by its index: its key byte changes with each bind.
+            Request::DeallocMw(key) if o.mws.iter().any(|k| k >> 8 == key >> 8) => {
                 handle_or(engine.dealloc_mw(key), |()| {
-                    o.mws.remove(&key);
+                    o.mws.retain(|k| k >> 8 != key >> 8);
                     Reply::Ok
                 })
             }

@@ -1,0 +1,272 @@
+//! Protection domains, memory regions, memory windows and address handles.
+
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use softrnic_emu_core::{AddressHandle, MwBind, MwType, SendOp, SendWr};
+
+use crate::abi::*;
+use crate::context::Context;
+use crate::convert;
+use crate::qp::Qp;
+use crate::set_errno;
+
+/// An address handle: the C structure, then the address vector UD work requests carry.
+#[repr(C)]
+pub struct Ah {
+    /// What the program holds.
+    pub ah: ibv_ah,
+    /// The address.
+    pub handle: AddressHandle,
+}
+
+/// The context of a PD, MR or other object that records its `ibv_context`.
+unsafe fn ctx_of<'a>(context: *mut ibv_context) -> &'a Context {
+    Context::from_ibv(context)
+}
+
+/// Registers `[addr, addr + length)` with `iova` as the address remote peers use. softrnic
+/// keys regions by their address in the program, so a different IOVA is EOPNOTSUPP.
+unsafe fn reg(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr {
+    if pd.is_null() {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    if iova != addr as u64 {
+        set_errno(libc::EOPNOTSUPP);
+        return ptr::null_mut();
+    }
+    let access = match convert::access(access) {
+        Ok(a) => a,
+        Err(e) => {
+            set_errno(e);
+            return ptr::null_mut();
+        }
+    };
+    let ctx = ctx_of((*pd).context);
+    match ctx.call("ibv_reg_mr", |c| {
+        c.reg_mr((*pd).handle, addr as u64, length as u64, access)
+    }) {
+        Ok(key) => Box::into_raw(Box::new(ibv_mr {
+            context: (*pd).context,
+            pd,
+            addr,
+            length,
+            handle: key,
+            lkey: key,
+            rkey: key,
+        })),
+        Err(e) => {
+            set_errno(e);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `ops.alloc_mw`.
+pub unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: u32) -> *mut ibv_mw {
+    let t = match mw_type {
+        IBV_MW_TYPE_1 => MwType::Type1,
+        IBV_MW_TYPE_2 => MwType::Type2,
+        _ => {
+            set_errno(libc::EINVAL);
+            return ptr::null_mut();
+        }
+    };
+    let ctx = ctx_of((*pd).context);
+    match ctx.call("ibv_alloc_mw", |c| c.alloc_mw((*pd).handle, t)) {
+        Ok(key) => Box::into_raw(Box::new(ibv_mw {
+            context: (*pd).context,
+            pd,
+            rkey: key,
+            handle: key,
+            r#type: mw_type,
+        })),
+        Err(e) => {
+            set_errno(e);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// `ops.dealloc_mw`.
+pub unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
+    let ctx = ctx_of((*mw).context);
+    match ctx.call("ibv_dealloc_mw", |c| c.dealloc_mw((*mw).handle)) {
+        Ok(()) => {
+            drop(Box::from_raw(mw));
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+/// `ops.bind_mw`: binds a type 1 window through the QP's send queue, as a BIND_MW work
+/// request with the next key (`ibv_inc_rkey`); the window's rkey is the new one at once.
+pub unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw_bind) -> c_int {
+    if qp.is_null() || mw.is_null() || bind.is_null() || (*mw).r#type != IBV_MW_TYPE_1 {
+        return libc::EINVAL;
+    }
+    let b = &*bind;
+    let info = &b.bind_info;
+    let access = match convert::access(info.mw_access_flags) {
+        Ok(a) => a,
+        Err(e) => return e,
+    };
+    // A zero length unbinds, and needs no region.
+    let mr_lkey = if info.mr.is_null() {
+        if info.length != 0 {
+            return libc::EINVAL;
+        }
+        0
+    } else {
+        (*info.mr).lkey
+    };
+    let old = (*mw).rkey;
+    let new = (old & !0xff) | (old.wrapping_add(1) & 0xff);
+    let wr = SendWr {
+        wr_id: b.wr_id,
+        op: SendOp::BindMw(MwBind {
+            mw_rkey: old,
+            new_key: new as u8,
+            mr_lkey,
+            addr: info.addr,
+            len: info.length,
+            access,
+        }),
+        sgl: Vec::new(),
+        flags: b.send_flags,
+        ud: None,
+    };
+    let q = &*qp.cast::<Qp>();
+    match q.ctx().call("ibv_bind_mw", |c| {
+        let r = c.push_send(q.qpn(), wr);
+        c.doorbell();
+        r
+    }) {
+        Ok(()) => {
+            (*mw).rkey = new;
+            0
+        }
+        Err(e) => e,
+    }
+}
+
+exported! {
+    /// `ibv_alloc_pd`.
+    fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+        if context.is_null() {
+            set_errno(libc::EINVAL);
+            return ptr::null_mut();
+        }
+        match ctx_of(context).call("ibv_alloc_pd", |c| c.alloc_pd()) {
+            Ok(h) => Box::into_raw(Box::new(ibv_pd { context, handle: h })),
+            Err(e) => {
+                set_errno(e);
+                ptr::null_mut()
+            }
+        }
+    }
+
+    /// `ibv_dealloc_pd`: EBUSY while objects use it.
+    fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+        if pd.is_null() {
+            return libc::EINVAL;
+        }
+        match ctx_of((*pd).context).call("ibv_dealloc_pd", |c| c.dealloc_pd((*pd).handle)) {
+            Ok(()) => {
+                drop(Box::from_raw(pd));
+                0
+            }
+            Err(e) => e,
+        }
+    }
+
+    /// `ibv_reg_mr`.
+    fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+        reg(pd, addr, length, addr as u64, access as u32)
+    }
+
+    /// `ibv_reg_mr_iova`.
+    fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut ibv_mr {
+        reg(pd, addr, length, iova, access as u32)
+    }
+
+    /// `ibv_reg_mr_iova2` (what the `ibv_reg_mr` macro calls for non-constant flags).
+    fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr {
+        reg(pd, addr, length, iova, access)
+    }
+
+    /// `ibv_reg_dmabuf_mr`: no dma-buf in a software NIC.
+    fn ibv_reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr {
+        let _ = (pd, offset, length, iova, fd, access);
+        set_errno(libc::EOPNOTSUPP);
+        ptr::null_mut()
+    }
+
+    /// `ibv_rereg_mr`: not supported (rxe has no rereg either).
+    fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> c_int {
+        let _ = (mr, flags, pd, addr, length, access);
+        libc::EOPNOTSUPP
+    }
+
+    /// `ibv_dereg_mr`: EBUSY while a memory window is bound to it.
+    fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+        if mr.is_null() {
+            return libc::EINVAL;
+        }
+        match ctx_of((*mr).context).call("ibv_dereg_mr", |c| c.dereg_mr((*mr).lkey)) {
+            Ok(()) => {
+                drop(Box::from_raw(mr));
+                0
+            }
+            Err(e) => e,
+        }
+    }
+
+    /// `ibv_create_ah`: the address is checked here; the daemon resolves its MAC when a work
+    /// request uses it.
+    fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+        if pd.is_null() || attr.is_null() {
+            set_errno(libc::EINVAL);
+            return ptr::null_mut();
+        }
+        let handle = match convert::address(&*attr) {
+            Ok(h) => h,
+            Err(e) => {
+                set_errno(e);
+                return ptr::null_mut();
+            }
+        };
+        let ctx = ctx_of((*pd).context);
+        match ctx.gids() {
+            Ok(g) if (handle.sgid_index as usize) < g.len() => {}
+            Ok(_) => {
+                set_errno(libc::EINVAL);
+                return ptr::null_mut();
+            }
+            Err(e) => {
+                set_errno(e);
+                return ptr::null_mut();
+            }
+        }
+        let ah = Box::new(Ah {
+            ah: ibv_ah {
+                context: (*pd).context,
+                pd,
+                handle: 0,
+            },
+            handle,
+        });
+        Box::into_raw(ah).cast()
+    }
+
+    /// `ibv_destroy_ah`.
+    fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
+        if ah.is_null() {
+            return libc::EINVAL;
+        }
+        drop(Box::from_raw(ah.cast::<Ah>()));
+        0
+    }
+}

@@ -1,0 +1,392 @@
+//! Queue pairs and shared receive queues: creation, state changes, and posting work requests
+//! into their rings.
+
+use std::ffi::c_int;
+use std::ptr;
+
+use softrnic_emu_core::{QpInit, QpType};
+
+use crate::abi::*;
+use crate::context::Context;
+use crate::{convert, qp_ex, set_errno};
+
+/// A QP. `ibv_qp_ex` comes first and begins with `ibv_qp`, so both of the program's pointers
+/// lead here.
+#[repr(C)]
+pub struct Qp {
+    /// What the program reads.
+    pub ex: ibv_qp_ex,
+    qp_type: QpType,
+    sq_sig_all: bool,
+    /// Work requests being built with the `ibv_wr_*` API.
+    pub(crate) batch: qp_ex::Batch,
+}
+
+impl Qp {
+    /// The QP's context.
+    pub fn ctx(&self) -> &Context {
+        // SAFETY: a QP lives within its context.
+        unsafe { Context::from_ibv(self.ex.qp_base.context) }
+    }
+
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.ex.qp_base.qp_num
+    }
+
+    /// The transport.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+}
+
+/// An SRQ: its C structure and what `ibv_query_srq` reports.
+#[repr(C)]
+pub struct Srq {
+    /// What the program reads.
+    pub srq: ibv_srq,
+    id: u32,
+    max_wr: u32,
+    max_sge: u32,
+    /// The armed limit; 0 once it fired (IBA 10.2.9.4: the limit disarms when reached).
+    pub(crate) limit: u32,
+}
+
+/// The send operations the extended API can build.
+const SEND_OPS_SUPPORTED: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_READ
+    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | IBV_QP_EX_WITH_LOCAL_INV
+    | IBV_QP_EX_WITH_BIND_MW
+    | IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
+
+/// Makes a QP from extended attributes (the classic call passes the same leading fields).
+unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut Qp, c_int> {
+    let qp_type = convert::qp_type(a.qp_type)?;
+    if a.pd.is_null() || a.send_cq.is_null() || (a.recv_cq.is_null() && a.srq.is_null()) {
+        return Err(libc::EINVAL);
+    }
+    let recv_cq = if a.recv_cq.is_null() { a.send_cq } else { a.recv_cq };
+    let init = QpInit {
+        qp_type,
+        send_cq: (*a.send_cq).handle,
+        recv_cq: (*recv_cq).handle,
+        srq: (!a.srq.is_null()).then(|| (*a.srq).handle),
+        cap: convert::cap(&a.cap),
+        sq_sig_all: a.sq_sig_all != 0,
+    };
+    let ctx = Context::from_ibv(context);
+    let pd = (*a.pd).handle;
+    let qpn = ctx.call("ibv_create_qp", |c| c.create_qp(pd, init))?;
+    // SAFETY: ibv_qp_ex is plain data; a zeroed pthread mutex/cond is their initializer.
+    let mut ex: ibv_qp_ex = std::mem::zeroed();
+    let q = &mut ex.qp_base;
+    q.context = context;
+    q.qp_context = a.qp_context;
+    q.pd = a.pd;
+    q.send_cq = a.send_cq;
+    q.recv_cq = recv_cq;
+    q.srq = a.srq;
+    q.handle = qpn;
+    q.qp_num = qpn;
+    q.state = IBV_QPS_RESET;
+    q.qp_type = a.qp_type;
+    qp_ex::install(&mut ex);
+    let p = Box::into_raw(Box::new(Qp {
+        ex,
+        qp_type,
+        sq_sig_all: a.sq_sig_all != 0,
+        batch: qp_ex::Batch::default(),
+    }));
+    ctx.lock().objects.qps.insert(qpn, p as usize);
+    Ok(p)
+}
+
+/// `verbs_context.create_qp_ex`: XRC, RSS, TSO and creation flags are EOPNOTSUPP.
+pub unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+    if context.is_null() || attr.is_null() {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    let a = &mut *attr;
+    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    let unsupported = a.comp_mask & !known != 0
+        || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
+        || (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0
+            && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0);
+    if unsupported {
+        set_errno(libc::EOPNOTSUPP);
+        return ptr::null_mut();
+    }
+    if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
+        set_errno(libc::EINVAL);
+        return ptr::null_mut();
+    }
+    match create(context, a) {
+        Ok(p) => p.cast(),
+        Err(e) => {
+            set_errno(e);
+            ptr::null_mut()
+        }
+    }
+}
+
+/// Posts a chain of work requests: each converted and pushed into a ring, under one lock and
+/// with one doorbell. The first refused one goes back in `bad` with its errno.
+unsafe fn post_chain<W>(
+    ctx: &Context,
+    call: &str,
+    first: *mut W,
+    bad: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    mut push: impl FnMut(&mut softrnic_device::client::Client, &W) -> Result<(), c_int>,
+) -> c_int {
+    let mut state = ctx.lock();
+    let mut wr = first;
+    let mut result = 0;
+    while !wr.is_null() {
+        if let Err(e) = push(&mut state.client, &*wr) {
+            if !bad.is_null() {
+                *bad = wr;
+            }
+            result = e;
+            break;
+        }
+        wr = next(&*wr);
+    }
+    state.client.doorbell();
+    if result != 0 && std::env::var_os("SOFTRNIC_DEBUG").is_some() {
+        eprintln!("softrnic: {call}: errno {result}");
+    }
+    result
+}
+
+fn errno(e: softrnic_device::client::Error) -> c_int {
+    crate::fail("post", &e)
+}
+
+/// `ops.post_send`.
+pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+    let q = &*qp.cast::<Qp>();
+    let (qpn, t) = (q.qpn(), q.qp_type);
+    post_chain(q.ctx(), "ibv_post_send", wr, bad, |w| w.next, |c, w| {
+        let wr = convert::send_wr(w, t)?;
+        c.push_send(qpn, wr).map_err(errno)
+    })
+}
+
+/// `ops.post_recv`.
+pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    let q = &*qp.cast::<Qp>();
+    if !q.ex.qp_base.srq.is_null() {
+        // Receives go to the SRQ (rxe: EINVAL).
+        if !bad.is_null() {
+            *bad = wr;
+        }
+        return libc::EINVAL;
+    }
+    let qpn = q.qpn();
+    post_chain(q.ctx(), "ibv_post_recv", wr, bad, |w| w.next, |c, w| {
+        let wr = convert::recv_wr(w)?;
+        c.push_recv(qpn, &wr).map_err(errno)
+    })
+}
+
+/// `ops.post_srq_recv`.
+pub unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    let s = &*srq.cast::<Srq>();
+    let ctx = Context::from_ibv(s.srq.context);
+    let id = s.id;
+    post_chain(ctx, "ibv_post_srq_recv", wr, bad, |w| w.next, |c, w| {
+        let wr = convert::recv_wr(w)?;
+        c.push_srq_recv(id, &wr).map_err(errno)
+    })
+}
+
+exported! {
+    /// `ibv_create_qp`.
+    fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+        if pd.is_null() || attr.is_null() {
+            set_errno(libc::EINVAL);
+            return ptr::null_mut();
+        }
+        let i = &*attr;
+        // SAFETY: plain data.
+        let mut a: ibv_qp_init_attr_ex = std::mem::zeroed();
+        a.qp_context = i.qp_context;
+        a.send_cq = i.send_cq;
+        a.recv_cq = i.recv_cq;
+        a.srq = i.srq;
+        a.cap = i.cap;
+        a.qp_type = i.qp_type;
+        a.sq_sig_all = i.sq_sig_all;
+        a.comp_mask = IBV_QP_INIT_ATTR_PD;
+        a.pd = pd;
+        match create((*pd).context, &mut a) {
+            Ok(p) => p.cast(),
+            Err(e) => {
+                set_errno(e);
+                ptr::null_mut()
+            }
+        }
+    }
+
+    /// `ibv_modify_qp`.
+    fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
+        if qp.is_null() || attr.is_null() {
+            return libc::EINVAL;
+        }
+        let q = &*qp.cast::<Qp>();
+        let (a, mask) = match convert::qp_attr(&*attr, attr_mask) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        let qpn = q.qpn();
+        match q.ctx().call("ibv_modify_qp", |c| c.modify_qp(qpn, a.clone(), mask)) {
+            Ok(()) => {
+                if attr_mask as u32 & IBV_QP_STATE != 0 {
+                    (*qp).state = (*attr).qp_state;
+                }
+                0
+            }
+            Err(e) => e,
+        }
+    }
+
+    /// `ibv_query_qp`: every attribute, whatever the mask asks.
+    fn ibv_query_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int, init_attr: *mut ibv_qp_init_attr) -> c_int {
+        let _ = attr_mask;
+        if qp.is_null() || attr.is_null() || init_attr.is_null() {
+            return libc::EINVAL;
+        }
+        let q = &*qp.cast::<Qp>();
+        let qpn = q.qpn();
+        let (a, cap) = match q.ctx().call("ibv_query_qp", |c| c.query_qp(qpn)) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        *attr = convert::ibv_qp_attr_of(&a, &cap);
+        (*qp).state = a.qp_state as u32;
+        let i = &mut *init_attr;
+        let b = &q.ex.qp_base;
+        i.qp_context = b.qp_context;
+        i.send_cq = b.send_cq;
+        i.recv_cq = b.recv_cq;
+        i.srq = b.srq;
+        i.cap = convert::qp_cap(&cap);
+        i.qp_type = b.qp_type;
+        i.sq_sig_all = c_int::from(q.sq_sig_all);
+        0
+    }
+
+    /// `ibv_destroy_qp`.
+    fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+        if qp.is_null() {
+            return libc::EINVAL;
+        }
+        let q = qp.cast::<Qp>();
+        let qpn = (*q).qpn();
+        let ctx = (*q).ctx();
+        let mut state = ctx.lock();
+        match state.client.destroy_qp(qpn) {
+            Ok(()) => {
+                state.objects.qps.remove(&qpn);
+                drop(state);
+                drop(Box::from_raw(q));
+                0
+            }
+            Err(e) => crate::fail("ibv_destroy_qp", &e),
+        }
+    }
+
+    /// `ibv_qp_to_qp_ex`.
+    fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+        qp.cast()
+    }
+
+    /// `ibv_create_srq` (the limit is armed with `ibv_modify_srq`).
+    fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+        if pd.is_null() || attr.is_null() {
+            set_errno(libc::EINVAL);
+            return ptr::null_mut();
+        }
+        let a = &(*attr).attr;
+        let (max_wr, max_sge) = (a.max_wr, a.max_sge);
+        let ctx = Context::from_ibv((*pd).context);
+        let id = match ctx.call("ibv_create_srq", |c| c.create_srq((*pd).handle, max_wr, max_sge)) {
+            Ok(id) => id,
+            Err(e) => {
+                set_errno(e);
+                return ptr::null_mut();
+            }
+        };
+        // SAFETY: plain data; a zeroed pthread mutex/cond is their initializer.
+        let mut srq: ibv_srq = std::mem::zeroed();
+        srq.context = (*pd).context;
+        srq.srq_context = (*attr).srq_context;
+        srq.pd = pd;
+        srq.handle = id;
+        let p = Box::into_raw(Box::new(Srq { srq, id, max_wr, max_sge, limit: 0 }));
+        ctx.lock().objects.srqs.insert(id, p as usize);
+        p.cast()
+    }
+
+    /// `ibv_modify_srq`: arms the limit (EINVAL beyond max_wr); resizing is EOPNOTSUPP.
+    fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int {
+        if srq.is_null() || attr.is_null() {
+            return libc::EINVAL;
+        }
+        let s = &mut *srq.cast::<Srq>();
+        let mask = mask as u32;
+        if mask & IBV_SRQ_MAX_WR != 0 {
+            return libc::EOPNOTSUPP;
+        }
+        if mask & IBV_SRQ_LIMIT != 0 {
+            let limit = (*attr).srq_limit;
+            if limit > s.max_wr {
+                return libc::EINVAL;
+            }
+            let id = s.id;
+            let ctx = Context::from_ibv(s.srq.context);
+            if let Err(e) = ctx.call("ibv_modify_srq", |c| c.modify_srq(id, limit)) {
+                return e;
+            }
+            s.limit = limit;
+        }
+        0
+    }
+
+    /// `ibv_query_srq`.
+    fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
+        if srq.is_null() || attr.is_null() {
+            return libc::EINVAL;
+        }
+        let s = &*srq.cast::<Srq>();
+        *attr = ibv_srq_attr { max_wr: s.max_wr, max_sge: s.max_sge, srq_limit: s.limit };
+        0
+    }
+
+    /// `ibv_destroy_srq`: EBUSY while a QP uses it.
+    fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+        if srq.is_null() {
+            return libc::EINVAL;
+        }
+        let s = srq.cast::<Srq>();
+        let id = (*s).id;
+        let ctx = Context::from_ibv((*srq).context);
+        let mut state = ctx.lock();
+        match state.client.destroy_srq(id) {
+            Ok(()) => {
+                state.objects.srqs.remove(&id);
+                drop(state);
+                drop(Box::from_raw(s));
+                0
+            }
+            Err(e) => crate::fail("ibv_destroy_srq", &e),
+        }
+    }
+}
