@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use softrnic::capture::{self, Detail};
 
 mod admin;
+mod exec;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -56,6 +57,13 @@ enum Command {
     Stat {
         /// One device (all by default).
         device: Option<String>,
+    },
+    /// Run an unmodified RDMA program on softrnic (starting the daemon, with a local device,
+    /// if none is running): `softrnic exec -- ib_write_bw -d srnic0`.
+    Exec {
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<std::ffi::OsString>,
     },
     /// Capture every frame in and out (same-host frames too) to a pcapng file, until
     /// interrupted or `--count` frames.
@@ -125,6 +133,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Down { device } => admin::down(&device),
         Command::Status => admin::status(),
         Command::Stat { device } => admin::stat(device),
+        Command::Exec { program } => exec::exec(&program),
         Command::Capture {
             write,
             device,

@@ -1,0 +1,88 @@
+//! `softrnic exec -- PROGRAM ARGS`: runs an unmodified RDMA program on softrnic. The program
+//! loads softrnic's `libibverbs.so.1` instead of rdma-core's, through `LD_LIBRARY_PATH`; the
+//! daemon is started (with a local device) if none is running.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use softrnic_device::proto::{BackendKind, UpRequest};
+
+use crate::admin;
+
+/// The provider's file name as cargo builds it.
+const PROVIDER: &str = "libsoftrnic_ibverbs_provider.so";
+
+/// Where the provider is: `$SOFTRNIC_PROVIDER`, else beside this executable (or in its
+/// `deps/`, where cargo leaves it when it is built as a dependency of the command), else in
+/// `../lib/softrnic/` of an installed tree.
+fn provider() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("SOFTRNIC_PROVIDER") {
+        return Ok(p.into());
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [
+        dir.join(PROVIDER),
+        dir.join("deps").join(PROVIDER),
+        dir.join("../lib/softrnic").join(PROVIDER),
+    ];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        format!(
+            "softrnic's libibverbs is not built (looked for {}); build it with `cargo build \
+             --release -p softrnic-ibverbs-provider`, or name it with SOFTRNIC_PROVIDER",
+            candidates[0].display()
+        )
+    })
+}
+
+/// A directory holding `libibverbs.so.1` (a link to the provider), for `LD_LIBRARY_PATH`.
+/// The link is replaced atomically, so programs started at the same time all see one.
+fn library_dir(provider: &Path) -> Result<PathBuf, String> {
+    let base = std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let dir = base.join(format!("softrnic-lib-{}", softrnic_device::sys::uid()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let target = provider
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", provider.display()))?;
+    let link = dir.join("libibverbs.so.1");
+    if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
+        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&target, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Runs `program` (replacing this process) against softrnic.
+pub fn exec(program: &[OsString]) -> Result<(), String> {
+    let (name, args) = program.split_first().ok_or("no program to run")?;
+    let mut client = admin::connect_or_start()?;
+    if client.devices().map_err(|e| e.to_string())?.is_empty() {
+        let info = client
+            .up(UpRequest {
+                netdev: None,
+                backend: Some(BackendKind::Local),
+                netns: None,
+            })
+            .map_err(|e| e.to_string())?;
+        eprintln!("softrnic: added {} (local, same host only)", info.name);
+    }
+    drop(client);
+    let dir = library_dir(&provider()?)?;
+    let mut path = OsString::from(&dir);
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let err = Command::new(name)
+        .args(args)
+        .env("LD_LIBRARY_PATH", path)
+        .env("SOFTRNIC_SOCKET", admin::socket())
+        .exec();
+    Err(format!("{}: {err}", name.to_string_lossy()))
+}
