@@ -1,0 +1,383 @@
+//! Real, unmodified Debian RDMA programs (rdma-core's examples and perftest) run through
+//! `softrnic exec` over two topologies: two processes on one host (one daemon with a local
+//! device), and two hosts in network namespaces joined by a veth pair (a daemon in each, on
+//! its end of the pair). Needs root (namespaces) and the Debian packages `ibverbs-utils`,
+//! `perftest` and `iproute2`, which `scripts/test` installs.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use softrnic_device::client::Client;
+use softrnic_device::netns::VethPair;
+
+/// The programs get the machine to themselves: two of them and a daemon (or two) already fill
+/// two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+/// TCP ports for the programs' own connection setup, one per run.
+static PORT: AtomicU16 = AtomicU16::new(21000);
+/// How long one program may run.
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A command, inside network namespace `ns` if given.
+fn in_ns(ns: Option<&str>, program: &str) -> Command {
+    match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, program]);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// A host: a softrnic daemon (in a namespace, or not) with one device.
+struct Host {
+    ns: Option<String>,
+    socket: PathBuf,
+    daemon: Child,
+    /// The GID index of the device's IPv4 address (what `-g`/`-x` name).
+    gid: usize,
+}
+
+impl Host {
+    /// Starts a daemon and adds a device: on `netdev`, or local.
+    fn start(tag: &str, ns: Option<&str>, netdev: Option<&str>) -> Host {
+        let socket = std::env::temp_dir().join(format!(
+            "srn-prog-{}-{tag}.sock",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&socket);
+        let daemon = in_ns(ns, env!("CARGO_BIN_EXE_softrnic"))
+            .arg("daemon")
+            .env("SOFTRNIC_SOCKET", &socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Client::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut host = Host {
+            ns: ns.map(str::to_owned),
+            socket,
+            daemon,
+            gid: 0,
+        };
+        let mut up = vec!["up"];
+        if let Some(n) = netdev {
+            up.extend(["--netdev", n]);
+        }
+        let out = host.softrnic(&up).output().expect("softrnic up");
+        assert!(out.status.success(), "up: {}", text(&out.stderr));
+        let devices = Client::connect(&host.socket).unwrap().devices().unwrap();
+        host.gid = devices[0]
+            .gids
+            .iter()
+            .position(|g| g.to_ip().is_ipv4())
+            .expect("an IPv4 GID");
+        host
+    }
+
+    /// `softrnic ARGS` against this host's daemon.
+    fn softrnic(&self, args: &[&str]) -> Command {
+        let mut c = in_ns(self.ns.as_deref(), env!("CARGO_BIN_EXE_softrnic"));
+        c.args(args).env("SOFTRNIC_SOCKET", &self.socket);
+        c
+    }
+
+    /// `softrnic exec -- PROGRAM ARGS` on this host.
+    fn program(&self, args: &[String]) -> Command {
+        let mut c = self.softrnic(&["exec", "--"]);
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Where the programs run.
+#[derive(Debug, Clone, Copy)]
+enum Topology {
+    /// Two processes on one host.
+    OneHost,
+    /// Two hosts in namespaces joined by a veth pair.
+    Veth,
+}
+
+const TOPOLOGIES: [Topology; 2] = [Topology::OneHost, Topology::Veth];
+
+/// A server host and a client host (the same one on one host), and the server's address.
+struct Setup {
+    hosts: Vec<Host>,
+    server_addr: &'static str,
+    _pair: Option<VethPair>,
+}
+
+impl Setup {
+    fn new(topology: Topology, tag: &str) -> Setup {
+        match topology {
+            Topology::OneHost => Setup {
+                hosts: vec![Host::start(tag, None, None)],
+                server_addr: "127.0.0.1",
+                _pair: None,
+            },
+            Topology::Veth => {
+                let pair = VethPair::new(tag, 1500).expect("a veth pair (needs root)");
+                // AF_XDP sees the peer's offloaded (incomplete) UDP checksums otherwise.
+                for i in 0..2 {
+                    let _ = pair.exec(i, &["ethtool", "-K", &pair.ifs[i], "tx", "off"]);
+                }
+                let hosts = (0..2)
+                    .map(|i| {
+                        Host::start(&format!("{tag}{i}"), Some(&pair.ns[i]), Some(&pair.ifs[i]))
+                    })
+                    .collect();
+                Setup {
+                    hosts,
+                    server_addr: "198.18.1.1",
+                    _pair: Some(pair),
+                }
+            }
+        }
+    }
+
+    fn server(&self) -> &Host {
+        &self.hosts[0]
+    }
+
+    fn client(&self) -> &Host {
+        self.hosts.last().expect("a host")
+    }
+
+    /// Runs a program as server and as client (`args` plus the GID index flag `gid_flag`,
+    /// the port, and for the client the server's address); returns both outputs, after
+    /// checking both succeeded.
+    fn run(&self, gid_flag: &str, args: &[&str]) -> (String, String) {
+        let port = PORT.fetch_add(1, Ordering::Relaxed).to_string();
+        let argv = |h: &Host| -> Vec<String> {
+            let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            v.extend([gid_flag.into(), h.gid.to_string(), "-p".into(), port.clone()]);
+            v
+        };
+        let server = self
+            .server()
+            .program(&argv(self.server()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let mut server = Running(server);
+        wait_listening(self.server().ns.as_deref(), &port);
+        let mut client_args = argv(self.client());
+        client_args.push(self.server_addr.into());
+        let client = self
+            .client()
+            .program(&client_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the client");
+        let client = Running(client).finish(args);
+        let server = server.finish(args);
+        (server, client)
+    }
+}
+
+/// A child that is killed if the test fails first.
+struct Running(Child);
+
+impl Running {
+    /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
+    /// output if it failed.
+    fn finish(&mut self, what: &[&str]) -> String {
+        let deadline = Instant::now() + LIMIT;
+        let status = loop {
+            if let Some(s) = self.0.try_wait().expect("wait") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = self.0.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut out = String::new();
+        let mut err = String::new();
+        self.0.stdout.take().map(|mut s| s.read_to_string(&mut out));
+        self.0.stderr.take().map(|mut s| s.read_to_string(&mut err));
+        match status {
+            Some(s) if s.success() => out,
+            s => panic!("{what:?} ended with {s:?}\nstdout:\n{out}\nstderr:\n{err}"),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits until something listens on TCP `port` in namespace `ns`.
+fn wait_listening(ns: Option<&str>, port: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out: Output = in_ns(ns, "ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .expect("ss (iproute2)");
+        if !out.stdout.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing listens on port {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last result row of a perftest run: its numbers.
+fn perftest_row(out: &str) -> Vec<f64> {
+    out.lines()
+        .filter_map(|l| {
+            let nums: Vec<f64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
+            (nums.len() >= 4 && l.trim_start().starts_with(char::is_numeric)).then_some(nums)
+        })
+        .last()
+        .unwrap_or_else(|| panic!("no result row in:\n{out}"))
+}
+
+#[test]
+fn ibv_devices_and_ibv_devinfo_show_the_device() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("dv{i}"));
+        let h = s.client();
+        let out = h.program(&["ibv_devices".into()]).output().unwrap();
+        assert!(out.status.success());
+        assert!(text(&out.stdout).contains("srnic0"), "{t:?}: {}", text(&out.stdout));
+        let out = h.program(&["ibv_devinfo".into(), "-v".into()]).output().unwrap();
+        let info = text(&out.stdout);
+        assert!(out.status.success(), "{t:?}: {}", text(&out.stderr));
+        for want in [
+            "hca_id:\tsrnic0",
+            "PORT_ACTIVE (4)",
+            "link_layer:\t\tEthernet",
+            "RoCE v2",
+            "ATOMIC_HCA",
+            "MEM_WINDOW_TYPE_2B",
+        ] {
+            assert!(info.contains(want), "{t:?}: no {want:?} in\n{info}");
+        }
+    }
+}
+
+#[test]
+fn ibv_rc_pingpong_from_1_byte_to_1_mib_polling_and_with_events() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("rc{i}"));
+        for (size, iters) in [(1, 200), (1024, 200), (4096, 200), (65536, 50), (1 << 20, 10)] {
+            let (size, iters) = (size.to_string(), iters.to_string());
+            for events in [false, true] {
+                let mut args = vec!["ibv_rc_pingpong", "-c", "-s", &size, "-n", &iters];
+                if events {
+                    args.push("-e");
+                }
+                let (server, client) = s.run("-g", &args);
+                let want = format!("{iters} iters in");
+                assert!(client.contains(&want) && server.contains(&want), "{t:?} {args:?}");
+            }
+        }
+        // The extended post-send API (ibv_wr_*), across a path MTU boundary.
+        let (_, client) = s.run("-g", &["ibv_rc_pingpong", "-c", "-N", "-s", "5000", "-n", "50"]);
+        assert!(client.contains("50 iters in"), "{t:?}");
+    }
+}
+
+#[test]
+fn ibv_uc_ud_and_srq_pingpong() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("ud{i}"));
+        for args in [
+            &["ibv_uc_pingpong", "-c", "-s", "65536", "-n", "50"][..],
+            &["ibv_uc_pingpong", "-c", "-e", "-n", "200"],
+            &["ibv_ud_pingpong", "-c", "-s", "1024", "-n", "200"],
+            &["ibv_ud_pingpong", "-c", "-e", "-s", "512", "-n", "200"],
+            &["ibv_srq_pingpong", "-c", "-n", "200"],
+            &["ibv_srq_pingpong", "-c", "-e", "-q", "4", "-n", "100"],
+        ] {
+            let (server, client) = s.run("-g", args);
+            let n = args[args.len() - 1];
+            let want = format!("{n} iters in");
+            assert!(client.contains(&want) && server.contains(&want), "{t:?} {args:?}");
+        }
+    }
+}
+
+/// Runs a perftest pair and checks the client printed a result row.
+fn perftest(s: &Setup, args: &[&str]) -> Vec<f64> {
+    let (_, client) = s.run("-x", args);
+    perftest_row(&client)
+}
+
+#[test]
+fn perftest_write_and_read() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("wr{i}"));
+        let row = perftest(&s, &["ib_write_bw", "-a", "-n", "10", "-F"]);
+        assert_eq!(row[0], (1u32 << 23) as f64, "{t:?}: -a ends at 8 MiB");
+        perftest(&s, &["ib_write_bw", "-q", "4", "-n", "200", "-F"]);
+        perftest(&s, &["ib_write_lat", "-n", "200", "-F"]);
+        perftest(&s, &["ib_read_bw", "-n", "200", "-F"]);
+        perftest(&s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
+        perftest(&s, &["ib_read_lat", "-a", "-n", "10", "-F"]);
+    }
+}
+
+#[test]
+fn perftest_send_over_rc_uc_and_ud() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("sd{i}"));
+        for c in ["RC", "UC", "UD"] {
+            perftest(&s, &["ib_send_bw", "-c", c, "-n", "200", "-F"]);
+            perftest(&s, &["ib_send_lat", "-c", c, "-n", "200", "-F"]);
+        }
+        perftest(&s, &["ib_send_bw", "-c", "UD", "-a", "-n", "20", "-F"]);
+        perftest(&s, &["ib_send_bw", "-q", "4", "-n", "100", "-F"]);
+    }
+}
+
+#[test]
+fn perftest_atomics_compare_and_swap_and_fetch_and_add() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("at{i}"));
+        for op in ["CMP_AND_SWAP", "FETCH_AND_ADD"] {
+            perftest(&s, &["ib_atomic_bw", "-A", op, "-n", "200", "-F"]);
+            perftest(&s, &["ib_atomic_lat", "-A", op, "-n", "200", "-F"]);
+        }
+    }
+}
