@@ -58,6 +58,12 @@ impl Cq {
         if self.pending.is_empty() {
             let id = self.id;
             let got = self.ctx().call("ibv_poll_cq", |c| c.poll_cq(id, BATCH))?;
+            if got.is_empty() {
+                // A program spinning on an empty CQ would keep the daemon, which produces its
+                // completions, off the CPU on a machine with few cores: give way once per
+                // empty poll.
+                std::thread::yield_now();
+            }
             self.pending.extend(got);
         }
         Ok(self.pending.pop_front())

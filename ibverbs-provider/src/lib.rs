@@ -12,7 +12,8 @@
 //! Modules follow the objects: [`device`] (the device list), [`context`] (open, queries, async
 //! events), [`memory`] (PDs, MRs, memory windows, address handles), [`cq`] (CQs, completion
 //! channels, the extended poll API), [`qp`] (QPs and their work requests, SRQs), [`qp_ex`] (the
-//! `ibv_wr_*` API), [`misc`] (strings and rates), [`private`] (what other providers import).
+//! `ibv_wr_*` API), [`misc`] (strings and rates), [`private`] (what other providers import),
+//! and `compat` (the hidden `IBVERBS_1.0` versions).
 
 // Every function here is a C entry point: its safety contract is libibverbs' documented API
 // (valid pointers to the structures it names), which no Rust signature can state.
@@ -38,6 +39,7 @@ macro_rules! exported {
 }
 
 pub mod abi;
+mod compat;
 pub mod context;
 pub mod convert;
 pub mod cq;
