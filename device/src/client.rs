@@ -81,6 +81,45 @@ struct SendQueue {
     state: QpState,
 }
 
+/// A receive ring (a QP's or an SRQ's), with what `ibv_post_recv` checks against.
+struct RecvQueue {
+    ring: Ring,
+    max_wr: u32,
+    max_sge: u32,
+    /// Work requests posted and not yet completed: a queue holds `max_wr` of them, as the
+    /// receive queue of a hardware QP does, however much room its ring has.
+    outstanding: u32,
+}
+
+impl RecvQueue {
+    fn new(ring: Ring, max_wr: u32, max_sge: u32) -> RecvQueue {
+        RecvQueue {
+            ring,
+            max_wr,
+            max_sge,
+            outstanding: 0,
+        }
+    }
+
+    /// Puts a receive work request into the ring.
+    fn push(&mut self, wr: &RecvWr) -> Result<()> {
+        if wr.sgl.len() > self.max_sge as usize {
+            return Err(Error {
+                errno: libc::EINVAL,
+                message: "too many SGEs".into(),
+            });
+        }
+        if self.outstanding >= self.max_wr || !self.ring.push(&proto::body(wr)?) {
+            return Err(Error {
+                errno: libc::ENOMEM,
+                message: "the queue is full".into(),
+            });
+        }
+        self.outstanding += 1;
+        Ok(())
+    }
+}
+
 /// A connection to the daemon.
 pub struct Client {
     stream: UnixStream,
@@ -95,8 +134,10 @@ pub struct Client {
     cq_events: HashMap<u32, VecDeque<u32>>,
     /// Rings, by QP (send, receive), SRQ and CQ; QP capabilities for checks at post time.
     sqs: HashMap<u32, SendQueue>,
-    rqs: HashMap<u32, (Ring, QpCap)>,
-    srqs: HashMap<u32, (Ring, u32)>,
+    rqs: HashMap<u32, RecvQueue>,
+    srqs: HashMap<u32, RecvQueue>,
+    /// The SRQ of each QP that has one.
+    qp_srq: HashMap<u32, u32>,
     cqs: HashMap<u32, Ring>,
     scratch: Vec<u8>,
 }
@@ -131,6 +172,7 @@ impl Client {
             sqs: HashMap::new(),
             rqs: HashMap::new(),
             srqs: HashMap::new(),
+            qp_srq: HashMap::new(),
             cqs: HashMap::new(),
             scratch: Vec::new(),
         };
@@ -358,9 +400,15 @@ impl Client {
                     state: QpState::Reset,
                 };
                 self.sqs.insert(qpn, sq);
+                if let Some(srq) = init.srq {
+                    self.qp_srq.insert(qpn, srq);
+                }
                 if let Some(rq) = rq {
                     let rq = self.ring(rq)?;
-                    self.rqs.insert(qpn, (rq, init.cap));
+                    self.rqs.insert(
+                        qpn,
+                        RecvQueue::new(rq, init.cap.max_recv_wr, init.cap.max_recv_sge),
+                    );
                 }
                 Ok(qpn)
             }
@@ -392,6 +440,7 @@ impl Client {
         self.ok(Request::DestroyQp(qpn))?;
         self.sqs.remove(&qpn);
         self.rqs.remove(&qpn);
+        self.qp_srq.remove(&qpn);
         Ok(())
     }
 
@@ -454,10 +503,18 @@ impl Client {
 
     /// Puts one receive work request into the QP's ring; the caller rings the doorbell.
     pub fn push_recv(&mut self, qpn: u32, wr: &RecvWr) -> Result<()> {
-        push_recv_into(
-            self.rqs.get_mut(&qpn).map(|(r, c)| (r, c.max_recv_sge)),
-            wr,
-        )
+        // Receives may be posted from INIT on, not in RESET (IBA 10.8.2.2; rxe: EINVAL).
+        if self
+            .sqs
+            .get(&qpn)
+            .is_some_and(|q| q.state == QpState::Reset)
+        {
+            return Err(Error {
+                errno: libc::EINVAL,
+                message: "the QP is in RESET".into(),
+            });
+        }
+        queue(self.rqs.get_mut(&qpn))?.push(wr)
     }
 
     /// `ibv_poll_cq`: completions from the CQ's ring, with no syscall.
@@ -475,6 +532,16 @@ impl Client {
         }
         if was_full && !out.is_empty() {
             self.doorbell();
+        }
+        // A receive completion frees its work request's place in the queue.
+        for wc in out.iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
+            let queue = match self.qp_srq.get(&wc.qp_num) {
+                Some(srq) => self.srqs.get_mut(srq),
+                None => self.rqs.get_mut(&wc.qp_num),
+            };
+            if let Some(q) = queue {
+                q.outstanding = q.outstanding.saturating_sub(1);
+            }
         }
         Ok(out)
     }
@@ -559,7 +626,7 @@ impl Client {
         })? {
             Reply::SrqCreated { srq, ring } => {
                 let ring = self.ring(ring)?;
-                self.srqs.insert(srq, (ring, max_sge));
+                self.srqs.insert(srq, RecvQueue::new(ring, max_wr, max_sge));
                 Ok(srq)
             }
             r => Err(unexpected(r)),
@@ -575,7 +642,7 @@ impl Client {
 
     /// Puts one receive work request into the SRQ's ring; the caller rings the doorbell.
     pub fn push_srq_recv(&mut self, srq: u32, wr: &RecvWr) -> Result<()> {
-        push_recv_into(self.srqs.get_mut(&srq).map(|(r, m)| (r, *m)), wr)
+        queue(self.srqs.get_mut(&srq))?.push(wr)
     }
 
     /// Arms an SRQ's limit (`ibv_modify_srq`).
@@ -671,28 +738,12 @@ impl Client {
     }
 }
 
-/// Puts a receive work request into a receive or shared receive ring (`ring` and its SGE
-/// limit).
-fn push_recv_into(ring: Option<(&mut Ring, u32)>, wr: &RecvWr) -> Result<()> {
-    let Some((ring, max_sge)) = ring else {
-        return Err(Error {
-            errno: libc::EINVAL,
-            message: "no such queue".into(),
-        });
-    };
-    if wr.sgl.len() > max_sge as usize {
-        return Err(Error {
-            errno: libc::EINVAL,
-            message: "too many SGEs".into(),
-        });
-    }
-    if !ring.push(&proto::body(wr)?) {
-        return Err(Error {
-            errno: libc::ENOMEM,
-            message: "the queue is full".into(),
-        });
-    }
-    Ok(())
+/// A receive queue that exists, or EINVAL.
+fn queue(q: Option<&mut RecvQueue>) -> Result<&mut RecvQueue> {
+    q.ok_or(Error {
+        errno: libc::EINVAL,
+        message: "no such queue".into(),
+    })
 }
 
 /// Runs `push` on each work request, stopping at the first refusal (named by its position).

@@ -182,6 +182,11 @@ impl Cq {
         self.overflowed
     }
 
+    /// How many completions wait.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Changes the capacity (`ibv_resize_cq`); fails if the waiting completions do not fit.
     pub fn resize(&mut self, capacity: usize) -> crate::Result<()> {
         if capacity < self.entries.len() {

@@ -375,6 +375,15 @@ impl<M: Memory> Engine<M> {
         self.cq_mut(cq)?.resize(cqe as usize)
     }
 
+    /// How many completions wait in a CQ.
+    pub fn cq_len(&self, cq: u32) -> Result<usize> {
+        self.sh
+            .cqs
+            .get(cq)
+            .map(Cq::len)
+            .ok_or(VerbsError::Invalid("no such CQ"))
+    }
+
     fn cq_mut(&mut self, cq: u32) -> Result<&mut Cq> {
         self.sh
             .cqs

@@ -232,10 +232,12 @@ impl KeyTable {
         // A window is named by its index: its key byte changes with every bind.
         let (index, _) = split(handle);
         let rkey = match self.entries.get(index).and_then(Option::as_ref) {
-            Some(e @ Entry {
-                kind: Kind::Mw { .. },
-                ..
-            }) => handle & !0xff | u32::from(e.key),
+            Some(
+                e @ Entry {
+                    kind: Kind::Mw { .. },
+                    ..
+                },
+            ) => handle & !0xff | u32::from(e.key),
             _ => return Err(crate::VerbsError::Invalid("no such memory window")),
         };
         self.unbind(rkey);

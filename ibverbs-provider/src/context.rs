@@ -246,8 +246,7 @@ unsafe extern "C" fn query_device_ex(
     // SAFETY: plain data.
     let mut a: ibv_device_attr_ex = std::mem::zeroed();
     a.orig_attr = device_attr(ctx);
-    a.max_dm_size = 0;
-    a.raw_packet_caps = 0;
+    a.phys_port_cnt_ex = u32::from(a.orig_attr.phys_port_cnt);
     let n = size.min(size_of::<ibv_device_attr_ex>());
     ptr::copy_nonoverlapping(ptr::addr_of!(a).cast::<u8>(), attr.cast::<u8>(), n);
     0

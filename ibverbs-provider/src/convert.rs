@@ -3,7 +3,7 @@
 use std::ffi::c_int;
 
 use softrnic_emu_core::{
-    Access, AddressHandle, AttrMask, Gid, MwBind, Mtu, QpAttr, QpState, QpType, RecvWr, Remote,
+    Access, AddressHandle, AttrMask, Gid, Mtu, MwBind, QpAttr, QpState, QpType, RecvWr, Remote,
     SendOp, SendWr, Sge, UdDest, WC_WITH_INV, Wc,
 };
 use softrnic_wire::EthernetAddress;
@@ -221,9 +221,7 @@ pub unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, c_int
     let op = match wr.opcode {
         IBV_WR_SEND => SendOp::Send,
         IBV_WR_SEND_WITH_IMM => SendOp::SendWithImm(imm()),
-        IBV_WR_SEND_WITH_INV => {
-            SendOp::SendWithInv(wr.imm.invalidate_rkey)
-        }
+        IBV_WR_SEND_WITH_INV => SendOp::SendWithInv(wr.imm.invalidate_rkey),
         IBV_WR_RDMA_WRITE => SendOp::Write(rdma()),
         IBV_WR_RDMA_WRITE_WITH_IMM => SendOp::WriteWithImm(rdma(), imm()),
         IBV_WR_RDMA_READ => SendOp::Read(rdma()),

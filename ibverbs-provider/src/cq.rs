@@ -141,7 +141,13 @@ pub unsafe extern "C" fn create_cq_ex(
         set_errno(libc::EOPNOTSUPP);
         return ptr::null_mut();
     }
-    match create(context, a.cqe as c_int, a.cq_context, a.channel, a.comp_vector as c_int) {
+    match create(
+        context,
+        a.cqe as c_int,
+        a.cq_context,
+        a.channel,
+        a.comp_vector as c_int,
+    ) {
         Ok(p) => p.cast(),
         Err(e) => {
             set_errno(e);
@@ -175,7 +181,9 @@ pub unsafe extern "C" fn req_notify_cq(cq_: *mut ibv_cq, solicited_only: c_int) 
     let cq = cq(cq_);
     let id = cq.id;
     cq.ctx()
-        .call("ibv_req_notify_cq", |c| c.req_notify_cq(id, solicited_only != 0))
+        .call("ibv_req_notify_cq", |c| {
+            c.req_notify_cq(id, solicited_only != 0)
+        })
         .err()
         .unwrap_or(0)
 }
@@ -289,6 +297,10 @@ exported! {
             return libc::EINVAL;
         }
         let cq = cq(cq_);
+        // Completions already taken from the ring must fit too (rxe: EINVAL).
+        if (cqe as usize) < cq.pending.len() {
+            return libc::EINVAL;
+        }
         let id = cq.id;
         match cq.ctx().call("ibv_resize_cq", |c| c.resize_cq(id, cqe as u32)) {
             Ok(()) => {

@@ -27,7 +27,13 @@ unsafe fn ctx_of<'a>(context: *mut ibv_context) -> &'a Context {
 
 /// Registers `[addr, addr + length)` with `iova` as the address remote peers use. softrnic
 /// keys regions by their address in the program, so a different IOVA is EOPNOTSUPP.
-unsafe fn reg(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr {
+unsafe fn reg(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut ibv_mr {
     if pd.is_null() {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
@@ -103,7 +109,11 @@ pub unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
 
 /// `ops.bind_mw`: binds a type 1 window through the QP's send queue, as a BIND_MW work
 /// request with the next key (`ibv_inc_rkey`); the window's rkey is the new one at once.
-pub unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw_bind) -> c_int {
+pub unsafe extern "C" fn bind_mw(
+    qp: *mut ibv_qp,
+    mw: *mut ibv_mw,
+    bind: *mut ibv_mw_bind,
+) -> c_int {
     if qp.is_null() || mw.is_null() || bind.is_null() || (*mw).r#type != IBV_MW_TYPE_1 {
         return libc::EINVAL;
     }
@@ -204,9 +214,11 @@ exported! {
         ptr::null_mut()
     }
 
-    /// `ibv_rereg_mr`: not supported (rxe has no rereg either).
+    /// `ibv_rereg_mr`: not supported; EOPNOTSUPP returned and in errno, as rdma-core gives
+    /// for a provider without it.
     fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> c_int {
         let _ = (mr, flags, pd, addr, length, access);
+        set_errno(libc::EOPNOTSUPP);
         libc::EOPNOTSUPP
     }
 

@@ -66,7 +66,12 @@ fn gid_index(ctx: &Context, gid: [u8; 16]) -> Result<u8, c_int> {
 
 /// The address vector answering a received completion: rdma-core's `ibv_init_ah_from_wc` for
 /// RoCE v2, reading the IPv4 header at byte 20 of the GRH buffer or the IPv6 header at 0.
-unsafe fn ah_from_wc(ctx: &Context, port: u8, wc: &ibv_wc, grh: *const u8) -> Result<ibv_ah_attr, c_int> {
+unsafe fn ah_from_wc(
+    ctx: &Context,
+    port: u8,
+    wc: &ibv_wc,
+    grh: *const u8,
+) -> Result<ibv_ah_attr, c_int> {
     // SAFETY: plain data.
     let mut a: ibv_ah_attr = std::mem::zeroed();
     a.dlid = wc.slid;
@@ -87,7 +92,12 @@ unsafe fn ah_from_wc(ctx: &Context, port: u8, wc: &ibv_wc, grh: *const u8) -> Re
         if d.is_multicast() {
             return Err(libc::EINVAL);
         }
-        (s.to_ipv6_mapped().octets(), d.to_ipv6_mapped().octets(), g[28], g[21])
+        (
+            s.to_ipv6_mapped().octets(),
+            d.to_ipv6_mapped().octets(),
+            g[28],
+            g[21],
+        )
     } else if g[0] >> 4 == 6 {
         let addr = |at: usize| <[u8; 16]>::try_from(&g[at..at + 16]).expect("16 bytes");
         if g[24] == 0xff {

@@ -70,7 +70,11 @@ unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Resu
     if a.pd.is_null() || a.send_cq.is_null() || (a.recv_cq.is_null() && a.srq.is_null()) {
         return Err(libc::EINVAL);
     }
-    let recv_cq = if a.recv_cq.is_null() { a.send_cq } else { a.recv_cq };
+    let recv_cq = if a.recv_cq.is_null() {
+        a.send_cq
+    } else {
+        a.recv_cq
+    };
     let init = QpInit {
         qp_type,
         send_cq: (*a.send_cq).handle,
@@ -107,13 +111,17 @@ unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Resu
 }
 
 /// `verbs_context.create_qp_ex`: XRC, RSS, TSO and creation flags are EOPNOTSUPP.
-pub unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+pub unsafe extern "C" fn create_qp_ex(
+    context: *mut ibv_context,
+    attr: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
     if context.is_null() || attr.is_null() {
         set_errno(libc::EINVAL);
         return ptr::null_mut();
     }
     let a = &mut *attr;
-    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    let known =
+        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     let unsupported = a.comp_mask & !known != 0
         || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
         || (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0
@@ -170,17 +178,32 @@ fn errno(e: softrnic_device::client::Error) -> c_int {
 }
 
 /// `ops.post_send`.
-pub unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+pub unsafe extern "C" fn post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad: *mut *mut ibv_send_wr,
+) -> c_int {
     let q = &*qp.cast::<Qp>();
     let (qpn, t) = (q.qpn(), q.qp_type);
-    post_chain(q.ctx(), "ibv_post_send", wr, bad, |w| w.next, |c, w| {
-        let wr = convert::send_wr(w, t)?;
-        c.push_send(qpn, wr).map_err(errno)
-    })
+    post_chain(
+        q.ctx(),
+        "ibv_post_send",
+        wr,
+        bad,
+        |w| w.next,
+        |c, w| {
+            let wr = convert::send_wr(w, t)?;
+            c.push_send(qpn, wr).map_err(errno)
+        },
+    )
 }
 
 /// `ops.post_recv`.
-pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub unsafe extern "C" fn post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
     let q = &*qp.cast::<Qp>();
     if !q.ex.qp_base.srq.is_null() {
         // Receives go to the SRQ (rxe: EINVAL).
@@ -190,21 +213,39 @@ pub unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *
         return libc::EINVAL;
     }
     let qpn = q.qpn();
-    post_chain(q.ctx(), "ibv_post_recv", wr, bad, |w| w.next, |c, w| {
-        let wr = convert::recv_wr(w)?;
-        c.push_recv(qpn, &wr).map_err(errno)
-    })
+    post_chain(
+        q.ctx(),
+        "ibv_post_recv",
+        wr,
+        bad,
+        |w| w.next,
+        |c, w| {
+            let wr = convert::recv_wr(w)?;
+            c.push_recv(qpn, &wr).map_err(errno)
+        },
+    )
 }
 
 /// `ops.post_srq_recv`.
-pub unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+pub unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad: *mut *mut ibv_recv_wr,
+) -> c_int {
     let s = &*srq.cast::<Srq>();
     let ctx = Context::from_ibv(s.srq.context);
     let id = s.id;
-    post_chain(ctx, "ibv_post_srq_recv", wr, bad, |w| w.next, |c, w| {
-        let wr = convert::recv_wr(w)?;
-        c.push_srq_recv(id, &wr).map_err(errno)
-    })
+    post_chain(
+        ctx,
+        "ibv_post_srq_recv",
+        wr,
+        bad,
+        |w| w.next,
+        |c, w| {
+            let wr = convert::recv_wr(w)?;
+            c.push_srq_recv(id, &wr).map_err(errno)
+        },
+    )
 }
 
 exported! {

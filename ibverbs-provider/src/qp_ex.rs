@@ -3,14 +3,12 @@
 
 use std::ffi::{c_int, c_void};
 
-use softrnic_emu_core::{
-    MwBind, Remote, SEND_INLINE, SendOp, SendWr, Sge, UdDest,
-};
+use softrnic_emu_core::{MwBind, Remote, SEND_INLINE, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
+use crate::convert;
 use crate::memory::Ah;
 use crate::qp::Qp;
-use crate::convert;
 
 /// Work requests built since `wr_start`.
 #[derive(Default)]
@@ -99,7 +97,10 @@ unsafe extern "C" fn wr_complete(p: *mut ibv_qp_ex) -> c_int {
     }
     let qpn = q.qpn();
     let result = q.ctx().call("ibv_wr_complete", |c| {
-        let r = batch.wrs.into_iter().try_for_each(|wr| c.push_send(qpn, wr));
+        let r = batch
+            .wrs
+            .into_iter()
+            .try_for_each(|wr| c.push_send(qpn, wr));
         c.doorbell();
         r
     });
@@ -124,27 +125,54 @@ unsafe extern "C" fn wr_rdma_write(p: *mut ibv_qp_ex, rkey: u32, addr: u64) {
 }
 
 unsafe extern "C" fn wr_rdma_write_imm(p: *mut ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
-    op(p, SendOp::WriteWithImm(Remote { addr, rkey }, u32::from_be(imm)));
+    op(
+        p,
+        SendOp::WriteWithImm(Remote { addr, rkey }, u32::from_be(imm)),
+    );
 }
 
 unsafe extern "C" fn wr_rdma_read(p: *mut ibv_qp_ex, rkey: u32, addr: u64) {
     op(p, SendOp::Read(Remote { addr, rkey }));
 }
 
-unsafe extern "C" fn wr_atomic_cmp_swp(p: *mut ibv_qp_ex, rkey: u32, addr: u64, compare: u64, swap: u64) {
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    p: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    compare: u64,
+    swap: u64,
+) {
     let remote = Remote { addr, rkey };
-    op(p, SendOp::CompareSwap { remote, compare, swap });
+    op(
+        p,
+        SendOp::CompareSwap {
+            remote,
+            compare,
+            swap,
+        },
+    );
 }
 
 unsafe extern "C" fn wr_atomic_fetch_add(p: *mut ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
-    op(p, SendOp::FetchAdd { remote: Remote { addr, rkey }, add });
+    op(
+        p,
+        SendOp::FetchAdd {
+            remote: Remote { addr, rkey },
+            add,
+        },
+    );
 }
 
 unsafe extern "C" fn wr_local_inv(p: *mut ibv_qp_ex, rkey: u32) {
     op(p, SendOp::LocalInv(rkey));
 }
 
-unsafe extern "C" fn wr_bind_mw(p: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+unsafe extern "C" fn wr_bind_mw(
+    p: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
     if mw.is_null() || info.is_null() || (*info).mr.is_null() {
         return fail(p, libc::EINVAL);
     }
@@ -199,7 +227,11 @@ unsafe extern "C" fn wr_set_inline_data(p: *mut ibv_qp_ex, addr: *mut c_void, le
     set_inline(p, &[(addr.cast::<u8>().cast_const(), length)]);
 }
 
-unsafe extern "C" fn wr_set_inline_data_list(p: *mut ibv_qp_ex, n: usize, list: *const ibv_data_buf) {
+unsafe extern "C" fn wr_set_inline_data_list(
+    p: *mut ibv_qp_ex,
+    n: usize,
+    list: *const ibv_data_buf,
+) {
     let bufs: Vec<_> = (0..n)
         .map(|i| {
             let b = &*list.add(i);
@@ -209,7 +241,12 @@ unsafe extern "C" fn wr_set_inline_data_list(p: *mut ibv_qp_ex, n: usize, list: 
     set_inline(p, &bufs);
 }
 
-unsafe extern "C" fn wr_set_ud_addr(p: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) {
+unsafe extern "C" fn wr_set_ud_addr(
+    p: *mut ibv_qp_ex,
+    ah: *mut ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
     if ah.is_null() {
         return fail(p, libc::EINVAL);
     }

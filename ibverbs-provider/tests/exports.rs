@@ -30,7 +30,8 @@ fn symbols(lib: &Path, imported: bool) -> BTreeSet<(String, String)> {
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let (v, n) = (f.get(f.len().checked_sub(2)?)?, f.last()?);
-            (v.contains("IBVERBS") && !n.starts_with("IBVERBS")).then(|| (v.to_string(), n.to_string()))
+            (v.contains("IBVERBS") && !n.starts_with("IBVERBS"))
+                .then(|| (v.to_string(), n.to_string()))
         })
         .collect()
 }
@@ -38,7 +39,10 @@ fn symbols(lib: &Path, imported: bool) -> BTreeSet<(String, String)> {
 #[test]
 fn every_versioned_symbol_of_rdma_core_44_is_exported_with_its_version() {
     let system = Path::new(SYSTEM_LIB).join("libibverbs.so.1");
-    assert!(system.exists(), "install libibverbs1 (Debian's rdma-core) to compare with");
+    assert!(
+        system.exists(),
+        "install libibverbs1 (Debian's rdma-core) to compare with"
+    );
     let theirs: BTreeSet<_> = symbols(&system, false)
         .into_iter()
         .filter(|(v, _)| !v.contains("PRIVATE"))
@@ -48,8 +52,15 @@ fn every_versioned_symbol_of_rdma_core_44_is_exported_with_its_version() {
     assert!(missing.is_empty(), "not exported: {missing:?}");
     // Hidden compatibility versions too, e.g. `(IBVERBS_1.0) ibv_get_device_list`.
     assert!(ours.contains(&("(IBVERBS_1.0)".into(), "ibv_get_device_list".into())));
-    let out = Command::new("readelf").arg("-d").arg(built()).output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("[libibverbs.so.1]"), "SONAME");
+    let out = Command::new("readelf")
+        .arg("-d")
+        .arg(built())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("[libibverbs.so.1]"),
+        "SONAME"
+    );
 }
 
 #[test]
@@ -58,7 +69,10 @@ fn what_debians_rdma_libraries_import_is_there() {
     let mut checked = 0;
     for lib in ["libmlx5.so.1", "libefa.so.1", "librdmacm.so.1"] {
         let path = Path::new(SYSTEM_LIB).join(lib);
-        assert!(path.exists(), "install ibverbs-providers and librdmacm1 ({lib})");
+        assert!(
+            path.exists(),
+            "install ibverbs-providers and librdmacm1 ({lib})"
+        );
         for (v, n) in symbols(&path, true) {
             let v = v.trim_matches(|c| c == '(' || c == ')').to_string();
             let exported = ours.contains(&(v.clone(), n.clone()))

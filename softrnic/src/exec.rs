@@ -14,8 +14,8 @@ use crate::admin;
 /// The provider's file name as cargo builds it.
 const PROVIDER: &str = "libsoftrnic_ibverbs_provider.so";
 
-/// Where the provider is: `$SOFTRNIC_PROVIDER`, else beside this executable (or in its
-/// `deps/`, where cargo leaves it when it is built as a dependency of the command), else in
+/// Where the provider is: `$SOFTRNIC_PROVIDER`, else beside this executable or in its `deps/`
+/// (where cargo leaves it when it is built as a dependency of the command), else in
 /// `../lib/softrnic/` of an installed tree.
 fn provider() -> Result<PathBuf, String> {
     if let Some(p) = std::env::var_os("SOFTRNIC_PROVIDER") {
@@ -28,13 +28,21 @@ fn provider() -> Result<PathBuf, String> {
         dir.join("deps").join(PROVIDER),
         dir.join("../lib/softrnic").join(PROVIDER),
     ];
-    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
-        format!(
-            "softrnic's libibverbs is not built (looked for {}); build it with `cargo build \
+    // cargo leaves both a top-level copy and the one in deps/ when both were built; the
+    // newer is the current one.
+    let modified = |p: &PathBuf| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    candidates
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| modified(p))
+        .cloned()
+        .ok_or_else(|| {
+            format!(
+                "softrnic's libibverbs is not built (looked for {}); build it with `cargo build \
              --release -p softrnic-ibverbs-provider`, or name it with SOFTRNIC_PROVIDER",
-            candidates[0].display()
-        )
-    })
+                candidates[0].display()
+            )
+        })
 }
 
 /// A directory holding `libibverbs.so.1` (a link to the provider), for `LD_LIBRARY_PATH`.

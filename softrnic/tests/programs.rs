@@ -50,10 +50,8 @@ struct Host {
 impl Host {
     /// Starts a daemon and adds a device: on `netdev`, or local.
     fn start(tag: &str, ns: Option<&str>, netdev: Option<&str>) -> Host {
-        let socket = std::env::temp_dir().join(format!(
-            "srn-prog-{}-{tag}.sock",
-            std::process::id()
-        ));
+        let socket =
+            std::env::temp_dir().join(format!("srn-prog-{}-{tag}.sock", std::process::id()));
         let _ = std::fs::remove_file(&socket);
         let daemon = in_ns(ns, env!("CARGO_BIN_EXE_softrnic"))
             .arg("daemon")
@@ -172,7 +170,12 @@ impl Setup {
         let port = PORT.fetch_add(1, Ordering::Relaxed).to_string();
         let argv = |h: &Host| -> Vec<String> {
             let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            v.extend([gid_flag.into(), h.gid.to_string(), "-p".into(), port.clone()]);
+            v.extend([
+                gid_flag.into(),
+                h.gid.to_string(),
+                "-p".into(),
+                port.clone(),
+            ]);
             v
         };
         let server = self
@@ -274,8 +277,15 @@ fn ibv_devices_and_ibv_devinfo_show_the_device() {
         let h = s.client();
         let out = h.program(&["ibv_devices".into()]).output().unwrap();
         assert!(out.status.success());
-        assert!(text(&out.stdout).contains("srnic0"), "{t:?}: {}", text(&out.stdout));
-        let out = h.program(&["ibv_devinfo".into(), "-v".into()]).output().unwrap();
+        assert!(
+            text(&out.stdout).contains("srnic0"),
+            "{t:?}: {}",
+            text(&out.stdout)
+        );
+        let out = h
+            .program(&["ibv_devinfo".into(), "-v".into()])
+            .output()
+            .unwrap();
         let info = text(&out.stdout);
         assert!(out.status.success(), "{t:?}: {}", text(&out.stderr));
         for want in [
@@ -296,7 +306,13 @@ fn ibv_rc_pingpong_from_1_byte_to_1_mib_polling_and_with_events() {
     let _serial = serial();
     for (i, t) in TOPOLOGIES.into_iter().enumerate() {
         let s = Setup::new(t, &format!("rc{i}"));
-        for (size, iters) in [(1, 200), (1024, 200), (4096, 200), (65536, 50), (1 << 20, 10)] {
+        for (size, iters) in [
+            (1, 200),
+            (1024, 200),
+            (4096, 200),
+            (65536, 50),
+            (1 << 20, 10),
+        ] {
             let (size, iters) = (size.to_string(), iters.to_string());
             for events in [false, true] {
                 let mut args = vec!["ibv_rc_pingpong", "-c", "-s", &size, "-n", &iters];
@@ -305,11 +321,17 @@ fn ibv_rc_pingpong_from_1_byte_to_1_mib_polling_and_with_events() {
                 }
                 let (server, client) = s.run("-g", &args);
                 let want = format!("{iters} iters in");
-                assert!(client.contains(&want) && server.contains(&want), "{t:?} {args:?}");
+                assert!(
+                    client.contains(&want) && server.contains(&want),
+                    "{t:?} {args:?}"
+                );
             }
         }
         // The extended post-send API (ibv_wr_*), across a path MTU boundary.
-        let (_, client) = s.run("-g", &["ibv_rc_pingpong", "-c", "-N", "-s", "5000", "-n", "50"]);
+        let (_, client) = s.run(
+            "-g",
+            &["ibv_rc_pingpong", "-c", "-N", "-s", "5000", "-n", "50"],
+        );
         assert!(client.contains("50 iters in"), "{t:?}");
     }
 }
@@ -330,7 +352,10 @@ fn ibv_uc_ud_and_srq_pingpong() {
             let (server, client) = s.run("-g", args);
             let n = args[args.len() - 1];
             let want = format!("{n} iters in");
-            assert!(client.contains(&want) && server.contains(&want), "{t:?} {args:?}");
+            assert!(
+                client.contains(&want) && server.contains(&want),
+                "{t:?} {args:?}"
+            );
         }
     }
 }
@@ -380,4 +405,89 @@ fn perftest_atomics_compare_and_swap_and_fetch_and_add() {
             perftest(&s, &["ib_atomic_lat", "-A", op, "-n", "200", "-F"]);
         }
     }
+}
+
+/// Counts of a unittest run: (ran, failures + errors, skipped).
+fn unittest_summary(out: &str) -> (u32, u32, u32) {
+    let ran = out
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no summary in:\n{out}"));
+    let count = |what: &str| -> u32 {
+        out.rsplit_once(&format!("{what}="))
+            .and_then(|(_, rest)| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    (ran, count("failures") + count("errors"), count("skipped"))
+}
+
+#[test]
+fn rdma_cores_own_test_suite_passes_where_it_runs() {
+    let _serial = serial();
+    let shipped = std::path::Path::new("/usr/share/doc/rdma-core/tests");
+    assert!(
+        shipped.is_dir(),
+        "install python3-pyverbs (rdma-core's test suite)"
+    );
+    // Debian compresses the larger modules: unpack a copy.
+    let dir = std::env::temp_dir().join(format!("srn-rdma-core-tests-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(shipped)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let tests = dir.join("tests");
+    for entry in std::fs::read_dir(&tests).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "gz") {
+            assert!(
+                Command::new("gzip")
+                    .arg("-df")
+                    .arg(&path)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+    }
+    let host = Host::start("pyverbs", None, None);
+    let out = host
+        .program(&[
+            "/usr/bin/python3".into(),
+            tests.join("run_tests.py").display().to_string(),
+            "--dev".into(),
+            "srnic0".into(),
+            "--gid".into(),
+            host.gid.to_string(),
+            "-v".into(),
+        ])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let log = text(&out.stderr);
+    let (ran, failed, skipped) = unittest_summary(&log);
+    eprintln!(
+        "rdma-core tests: {ran} ran, {} passed, {failed} failed, {skipped} skipped",
+        ran - failed - skipped
+    );
+    assert_eq!(failed, 0, "{log}");
+    assert!(out.status.success(), "{log}");
+    // What runs on softrnic (everything but hardware features and what docs/compatibility.md
+    // lists) keeps running.
+    assert!(ran - skipped >= 86, "only {} passed:\n{log}", ran - skipped);
 }

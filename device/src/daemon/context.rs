@@ -540,6 +540,11 @@ impl Daemon {
                 })
             }
             Request::ResizeCq { cq, cqe } if o.cqs.contains(&cq) => {
+                // Completions the program has not taken must all fit (as rxe: EINVAL).
+                let waiting = ctx.rings.cqs.get(&cq).map_or(0, |r| r.unconsumed().len());
+                if waiting + engine.cq_len(cq).unwrap_or(0) > cqe as usize {
+                    return error(libc::EINVAL, "fewer entries than completions waiting");
+                }
                 handle_or(engine.resize_cq(cq, cqe), |()| {
                     // A new ring, holding the completions the program has not taken yet.
                     match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
