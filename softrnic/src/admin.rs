@@ -219,15 +219,21 @@ pub fn capture(
     eprintln!("softrnic: capturing to {} (Ctrl-C to stop)", path.display());
     static STOP: AtomicBool = AtomicBool::new(false);
     softrnic_device::sys::on_termination(&STOP);
-    let mut n = 0;
-    while count.is_none_or(|c| n < c) && !STOP.load(std::sync::atomic::Ordering::Relaxed) {
-        // Wake up now and then to notice Ctrl-C.
-        if !c.readable(200) {
+    let (mut n, mut lost) = (0, 0);
+    while count.is_none_or(|c| n < c) {
+        // Wake up now and then to notice Ctrl-C; after it, write what the daemon had already
+        // captured (until it has been quiet for a moment), then stop.
+        let stopping = STOP.load(std::sync::atomic::Ordering::Relaxed);
+        if !c.readable(if stopping { 100 } else { 200 }) {
+            if stopping {
+                break;
+            }
             continue;
         }
         let Some(f) = c.next_frame().map_err(|e| e.to_string())? else {
             break;
         };
+        lost += f.dropped;
         out.write(&f.device, f.outbound, f.unix_nanos, f.dropped, &f.data)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         n += 1;
@@ -236,6 +242,10 @@ pub fn capture(
         }
     }
     out.flush().map_err(|e| e.to_string())?;
-    eprintln!("softrnic: {n} frames");
+    if lost > 0 {
+        eprintln!("softrnic: {n} frames; {lost} lost (the capture read too slowly)");
+    } else {
+        eprintln!("softrnic: {n} frames");
+    }
     Ok(())
 }

@@ -491,3 +491,124 @@ fn rdma_cores_own_test_suite_passes_where_it_runs() {
     // lists) keeps running.
     assert!(ran - skipped >= 86, "only {} passed:\n{log}", ran - skipped);
 }
+
+/// A capture of everything a host's daemon saw while `f` ran.
+fn captured(host: &Host, f: impl FnOnce()) -> Vec<Vec<u8>> {
+    let file = std::env::temp_dir().join(format!("srn-prog-{}.pcapng", std::process::id()));
+    let mut capture = host
+        .softrnic(&["capture", "-w", &file.display().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The capture is registered once it says so.
+    let mut said = [0u8; 8];
+    capture
+        .stderr
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut said)
+        .unwrap();
+    f();
+    let stop = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let mut err = String::new();
+    capture
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(capture.wait().unwrap().success(), "capture: {err}");
+    assert!(!err.contains("lost"), "the capture lost frames: {err}");
+    // Wireshark agrees every frame is well formed.
+    let tshark = Command::new("tshark")
+        .args([
+            "-r",
+            &file.display().to_string(),
+            "-Y",
+            "_ws.malformed || _ws.expert.severity == error",
+        ])
+        .output()
+        .expect("tshark");
+    assert!(tshark.status.success(), "{}", text(&tshark.stderr));
+    assert_eq!(text(&tshark.stdout), "", "tshark finds malformed frames");
+    let bytes = std::fs::read(&file).unwrap();
+    let _ = std::fs::remove_file(&file);
+    softrnic::capture::read(&bytes)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.data)
+        .collect()
+}
+
+/// Per operation, the messages and payload bytes of distinct packets (a same-host frame is
+/// captured leaving and arriving; a retransmission repeats its PSN).
+fn tally(
+    frames: &[Vec<u8>],
+) -> std::collections::HashMap<softrnic_wire::opcode::Operation, (u64, u64)> {
+    use softrnic_wire::opcode::Position;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = std::collections::HashMap::new();
+    for f in frames {
+        // Every frame parses, with a good ICRC and a known opcode.
+        let p = softrnic_wire::frame::parse(f).unwrap_or_else(|e| panic!("bad frame: {e}"));
+        let bth = &p.repr.bth;
+        let info = bth.opcode.info();
+        if !seen.insert((bth.dest_qp, bth.psn, bth.opcode)) {
+            continue;
+        }
+        let e = out.entry(info.operation).or_insert((0, 0));
+        if matches!(info.position, Position::Last | Position::Only) {
+            e.0 += 1;
+        }
+        e.1 += p.payload().len() as u64;
+    }
+    out
+}
+
+#[test]
+fn perftest_frames_are_valid_and_their_bytes_add_up() {
+    use softrnic_wire::opcode::Operation;
+    let _serial = serial();
+    let (n, size) = (100u64, 65536u64);
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("cap{i}"));
+        let (ns, sz) = (n.to_string(), size.to_string());
+        let cases: [(&str, &[&str], Operation, u64); 5] = [
+            ("ib_write_bw", &[], Operation::RdmaWrite, size),
+            ("ib_read_bw", &[], Operation::RdmaReadResponse, size),
+            ("ib_send_bw", &[], Operation::Send, size),
+            (
+                "ib_send_bw",
+                &["-c", "UD", "-s", "1024"],
+                Operation::Send,
+                1024,
+            ),
+            ("ib_atomic_bw", &[], Operation::FetchAdd, 8),
+        ];
+        for (program, extra, op, bytes) in cases {
+            let mut args = vec![program, "-n", &ns, "-F"];
+            if !extra.contains(&"-s") && op != Operation::FetchAdd {
+                args.extend(["-s", &sz]);
+            }
+            args.extend(extra);
+            // The client's host sees every frame of the exchange.
+            let frames = captured(s.client(), || {
+                perftest(&s, &args);
+            });
+            let counts = tally(&frames);
+            let (messages, payload) = counts.get(&op).copied().unwrap_or_default();
+            assert_eq!(messages, n, "{t:?} {args:?}: {op:?} messages in {counts:?}");
+            // Atomics carry their operands in the AtomicETH, not as payload.
+            let want = if op == Operation::FetchAdd {
+                0
+            } else {
+                n * bytes
+            };
+            assert_eq!(payload, want, "{t:?} {args:?}: {op:?} bytes");
+        }
+    }
+}

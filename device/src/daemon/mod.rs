@@ -163,6 +163,8 @@ impl Daemon {
             self.route_events();
             busy |= self.fill_cqs();
             self.deliver_taps();
+            // Replies and captured frames the socket did not take at once.
+            let unsent = self.flush_outbufs();
             if busy {
                 last_work = StdInstant::now();
                 continue;
@@ -196,9 +198,11 @@ impl Daemon {
                 .flatten()
                 .filter_map(|d| d.engine.poll_timeout())
                 .min();
-            let wait = next.map_or(MAX_SLEEP_MS, |t| {
+            // poll(2) here waits only for input: with output still to write, look again soon.
+            let longest = if unsent { 1 } else { MAX_SLEEP_MS };
+            let wait = next.map_or(longest, |t| {
                 let ms = t.saturating_since(now).as_micros().div_ceil(1000);
-                (ms as i32).min(MAX_SLEEP_MS)
+                (ms as i32).min(longest)
             });
             sys::poll_readable(&fds, wait)?;
             self.contexts
@@ -445,6 +449,18 @@ impl Daemon {
                 }
             }
         }
+    }
+
+    /// Writes what each context's socket takes of its pending output; whether any is left.
+    fn flush_outbufs(&mut self) -> bool {
+        let mut left = false;
+        for ctx in self.contexts.iter_mut().flatten() {
+            if !ctx.outbuf.is_empty() {
+                let _ = ctx.flush();
+                left |= !ctx.outbuf.is_empty();
+            }
+        }
+        left
     }
 
     fn capturing(&self) -> bool {
