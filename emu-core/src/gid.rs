@@ -18,6 +18,29 @@ impl Gid {
         }
     }
 
+    /// The IPv6 link-local GID of a MAC, fe80::/64 with the modified EUI-64 interface ID
+    /// (RFC 4291 appendix A), as the kernel gives an interface and rxe lists first.
+    pub fn link_local(mac: [u8; 6]) -> Gid {
+        Gid([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            mac[0] ^ 2,
+            mac[1],
+            mac[2],
+            0xff,
+            0xfe,
+            mac[3],
+            mac[4],
+            mac[5],
+        ])
+    }
+
     /// The IP address the GID stands for: IPv4 for an IPv4-mapped GID, IPv6 otherwise.
     pub fn to_ip(self) -> IpAddr {
         let v6 = Ipv6Addr::from(self.0);
@@ -55,6 +78,12 @@ impl fmt::Display for Gid {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_local_is_modified_eui64() {
+        let g = Gid::link_local([0x02, 0x53, 0x52, 0x4e, 0x00, 0x01]);
+        assert_eq!(g.to_string(), "fe80::53:52ff:fe4e:1");
+    }
 
     #[test]
     fn ipv4_maps_and_back() {

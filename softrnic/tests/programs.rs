@@ -612,3 +612,70 @@ fn perftest_frames_are_valid_and_their_bytes_add_up() {
         }
     }
 }
+
+#[test]
+fn the_rust_ibverbs_crates_loopback_example_runs_unchanged() {
+    let _serial = serial();
+    let pin = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../tests/ibverbs-crate/Cargo.toml"
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let meta = Command::new(&cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--locked",
+            "--manifest-path",
+            pin,
+        ])
+        .output()
+        .expect("cargo metadata");
+    assert!(meta.status.success(), "{}", text(&meta.stderr));
+    let meta: serde_json::Value = serde_json::from_slice(&meta.stdout).unwrap();
+    let crate_dir = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "ibverbs")
+        .and_then(|p| p["manifest_path"].as_str())
+        .map(|m| std::path::Path::new(m).parent().unwrap().to_path_buf())
+        .expect("the ibverbs crate");
+    // Build its example as published, from a copy outside this workspace (cargo writes a lock
+    // file beside it); the copy and its build stay for the next run.
+    let name = crate_dir.file_name().unwrap().to_string_lossy();
+    let work = std::env::temp_dir().join(format!("softrnic-{name}"));
+    if !work.join("Cargo.toml").exists() {
+        let copy = Command::new("cp")
+            .arg("-r")
+            .arg(&crate_dir)
+            .arg(&work)
+            .status()
+            .unwrap();
+        assert!(copy.success());
+    }
+    let build = Command::new(&cargo)
+        .args(["build", "--example", "loopback", "--manifest-path"])
+        .arg(work.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(work.join("target"))
+        .output()
+        .expect("cargo build");
+    assert!(
+        build.status.success(),
+        "building the ibverbs crate needs cmake, libclang-dev, libnl-3-dev, \
+         libnl-route-3-dev and pkg-config:\n{}",
+        text(&build.stderr)
+    );
+    let example = work.join("target/debug/examples/loopback");
+    // On a local device: its GID 1 (what the example asks for) is the IPv4 address, as on rxe.
+    let host = Host::start("crate", None, None);
+    let out = host
+        .program(&[example.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(said.contains("sent") && said.contains("received"), "{said}");
+}

@@ -35,15 +35,16 @@ fn rc_qp(c: &mut Client) -> (u32, u32, u32) {
 
 fn connect(c: &mut Client, qp: u32, peer: u32, psn: u32, peer_psn: u32) {
     let dgid = {
-        let me = c.gids().unwrap()[0];
-        // The two local devices have consecutive addresses; each side names the other.
+        // GID 1 is the IPv4 one (rxe's order: the link-local address is 0). The two local
+        // devices have consecutive addresses; each side names the other.
+        let me = c.gids().unwrap()[1];
         let mut o = me.0;
         o[15] ^= 3;
         softrnic_emu_core::Gid(o)
     };
     let ah = AddressHandle {
         dgid,
-        sgid_index: 0,
+        sgid_index: 1,
         hop_limit: 64,
         traffic_class: 0,
         flow_label: 0,

@@ -526,17 +526,15 @@ impl Daemon {
                     ));
                 }
                 let mac = local_mac(n);
-                let gid = Gid::from(std::net::Ipv4Addr::new(198, 19, 255, n as u8 + 1));
+                // rxe's order, so scripts naming GID indexes work unchanged: the IPv6
+                // link-local address first, then the IPv4 one (198.19.255.0/24, in the
+                // benchmarking range).
+                let gids = vec![
+                    Gid::link_local(mac),
+                    Gid::from(std::net::Ipv4Addr::new(198, 19, 255, n as u8 + 1)),
+                ];
                 let why = "no interface: only devices of this daemon are reachable".to_owned();
-                (
-                    Wire::Local,
-                    None,
-                    BackendKind::Local,
-                    why,
-                    mac,
-                    9000,
-                    vec![gid],
-                )
+                (Wire::Local, None, BackendKind::Local, why, mac, 9000, gids)
             }
             Some(ifname) => self.open_wire(n, ifname, req)?,
         };

@@ -1,0 +1,1 @@
+//! Nothing: this package only pins the `ibverbs` crate (see Cargo.toml).
