@@ -338,6 +338,63 @@ pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
     whole(n, dst.len())
 }
 
+/// Reads up to `dst.len()` bytes at `addr` in process `pid`, stopping at the first unmapped
+/// page; returns how many were read.
+pub fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+    let local = libc::iovec {
+        iov_base: dst.as_mut_ptr().cast(),
+        iov_len: dst.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: dst.len(),
+    };
+    // SAFETY: `local` describes `dst`, which outlives the call; the kernel checks `remote`
+    // against the other process's mappings.
+    let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Copies each `(addr, bytes)` into process `pid` with one process_vm_writev per 1024 pieces
+/// (IOV_MAX). Fails unless every byte was copied.
+pub fn vm_write_all(pid: u32, pieces: &[(u64, &[u8])]) -> io::Result<()> {
+    for chunk in pieces.chunks(1024) {
+        let local: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|(_, b)| libc::iovec {
+                iov_base: b.as_ptr().cast_mut().cast(),
+                iov_len: b.len(),
+            })
+            .collect();
+        let remote: Vec<libc::iovec> = chunk
+            .iter()
+            .map(|(a, b)| libc::iovec {
+                iov_base: *a as *mut libc::c_void,
+                iov_len: b.len(),
+            })
+            .collect();
+        let len = chunk.iter().map(|(_, b)| b.len()).sum();
+        // SAFETY: each local iovec describes a slice that outlives the call and is only read;
+        // the kernel checks the remote ones against the other process's mappings.
+        let n = unsafe {
+            libc::process_vm_writev(
+                pid as i32,
+                local.as_ptr(),
+                local.len() as u64,
+                remote.as_ptr(),
+                remote.len() as u64,
+                0,
+            )
+        };
+        whole(n, len)?;
+    }
+    Ok(())
+}
+
 /// The result of a process_vm_readv/writev that had to move `len` bytes.
 fn whole(n: isize, len: usize) -> io::Result<()> {
     if n < 0 {
@@ -347,23 +404,6 @@ fn whole(n: isize, len: usize) -> io::Result<()> {
     } else {
         Ok(())
     }
-}
-
-/// Copies `src` to `addr` in process `pid` (process_vm_writev). Fails unless every byte was
-/// copied.
-pub fn vm_write(pid: u32, addr: u64, src: &[u8]) -> io::Result<()> {
-    let local = libc::iovec {
-        iov_base: src.as_ptr().cast_mut().cast(),
-        iov_len: src.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: src.len(),
-    };
-    // SAFETY: `local` describes `src`, which outlives the call and is only read; the kernel
-    // checks `remote` against the other process's mappings.
-    let n = unsafe { libc::process_vm_writev(pid as i32, &local, 1, &remote, 1, 0) };
-    whole(n, src.len())
 }
 
 /// Waits until one of `fds` is readable or `timeout_ms` passes (poll(2)); returns how many are.

@@ -98,6 +98,8 @@ pub struct Daemon {
     uid: u32,
     epoch: StdInstant,
     frame: Vec<u8>,
+    /// Same-host frames of a pass (kept to reuse their allocations).
+    local: (Vec<u8>, Vec<(usize, usize, usize)>),
     /// Frames seen while a capture runs: (device, outbound, bytes).
     taps: Vec<(usize, bool, Vec<u8>)>,
 }
@@ -144,6 +146,7 @@ impl Daemon {
             uid: sys::uid(),
             epoch: StdInstant::now(),
             frame: vec![0; MAX_FRAME],
+            local: (Vec::new(), Vec::new()),
             taps: Vec::new(),
         })
     }
@@ -360,11 +363,17 @@ impl Daemon {
     }
 
     /// Moves frames: from each wire into its engine, through the timers, and from each engine
-    /// to the wire or, for another device of this daemon, straight to its engine.
+    /// to the wire or, for another device of this daemon, to its engine. Engines write program
+    /// memory lazily ([`ProcessMemory`]): a device's collected writes are made before it sends
+    /// anything (an ACK must not overtake the data it acknowledges), and every device's at the
+    /// end, before completions reach the rings. Same-host frames are handed over after every
+    /// device has sent, so their writes are collected too.
     fn pump(&mut self) -> bool {
         let now = self.now();
         let mut any = false;
         let capturing = self.capturing();
+        // Same-host frames: their bytes back to back, and (device, start, length) of each.
+        let (mut local_bytes, mut local) = std::mem::take(&mut self.local);
         for d in 0..self.devices.len() {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
@@ -392,32 +401,31 @@ impl Daemon {
                 engine.handle_timeout(now);
                 any = true;
             }
-            loop {
-                let dev = self.devices[d].as_mut().expect("present");
-                let Some(n) = dev.engine.poll_transmit(now, &mut self.frame) else {
-                    break;
-                };
+        }
+        let macs: Vec<Option<[u8; 6]>> = self
+            .devices
+            .iter()
+            .map(|o| o.as_ref().map(|o| o.info.mac))
+            .collect();
+        for d in 0..self.devices.len() {
+            let Some(dev) = self.devices[d].as_mut() else {
+                continue;
+            };
+            dev.engine.memory_mut().flush();
+            while let Some(n) = dev.engine.poll_transmit(now, &mut self.frame) {
                 any = true;
+                let frame = &self.frame[..n];
                 if capturing {
-                    self.taps.push((d, true, self.frame[..n].to_vec()));
+                    self.taps.push((d, true, frame.to_vec()));
                 }
-                let dst = &self.frame[..6];
-                let local = self
-                    .devices
-                    .iter()
-                    .position(|o| o.as_ref().is_some_and(|o| o.info.mac == dst));
-                match local {
+                let dst = &frame[..6];
+                match macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
                     // Same-host traffic never touches the wire.
                     Some(to) => {
-                        if capturing {
-                            self.taps.push((to, false, self.frame[..n].to_vec()));
-                        }
-                        let target = self.devices[to].as_mut().expect("present");
-                        target.engine.handle_packet(now, &self.frame[..n]);
+                        local.push((to, local_bytes.len(), n));
+                        local_bytes.extend_from_slice(frame);
                     }
                     None => {
-                        let dev = self.devices[d].as_mut().expect("present");
-                        let frame = &self.frame[..n];
                         if let Some(link) = dev.wire.link() {
                             link.transmit(&mut |buf: &mut [u8]| {
                                 buf[..frame.len()].copy_from_slice(frame);
@@ -427,6 +435,21 @@ impl Daemon {
                     }
                 }
             }
+        }
+        for &(to, start, len) in &local {
+            let frame = &local_bytes[start..start + len];
+            if capturing {
+                self.taps.push((to, false, frame.to_vec()));
+            }
+            if let Some(target) = self.devices[to].as_mut() {
+                target.engine.handle_packet(now, frame);
+            }
+        }
+        local_bytes.clear();
+        local.clear();
+        self.local = (local_bytes, local);
+        for dev in self.devices.iter_mut().flatten() {
+            dev.engine.memory_mut().end_pass();
         }
         any
     }
