@@ -155,7 +155,7 @@ fn port_attr(ctx: &Context) -> Result<ibv_port_attr, c_int> {
     } else {
         3 // Disabled
     };
-    a.link_layer = IBV_LINK_LAYER_ETHERNET as u8;
+    a.link_layer = IBV_LINK_LAYER_ETHERNET;
     // RoCE has no LIDs: address vectors need a GRH (rdma-core reads this flag).
     a.flags = IBV_QPF_GRH_REQUIRED as u8;
     Ok(a)

@@ -287,7 +287,7 @@ exported! {
             Err(e) => return e,
         };
         let qpn = q.qpn();
-        match q.ctx().call("ibv_modify_qp", |c| c.modify_qp(qpn, a.clone(), mask)) {
+        match q.ctx().call("ibv_modify_qp", |c| c.modify_qp(qpn, a, mask)) {
             Ok(()) => {
                 if attr_mask as u32 & IBV_QP_STATE != 0 {
                     (*qp).state = (*attr).qp_state;

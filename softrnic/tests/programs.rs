@@ -261,11 +261,12 @@ fn wait_listening(ns: Option<&str>, port: &str) {
 /// The last result row of a perftest run: its numbers.
 fn perftest_row(out: &str) -> Vec<f64> {
     out.lines()
+        .rev()
         .filter_map(|l| {
             let nums: Vec<f64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
             (nums.len() >= 4 && l.trim_start().starts_with(char::is_numeric)).then_some(nums)
         })
-        .last()
+        .next()
         .unwrap_or_else(|| panic!("no result row in:\n{out}"))
 }
 

@@ -32,6 +32,8 @@ use context::Context;
 
 /// How long the loop keeps polling after the last work before it sleeps.
 const SPIN: Duration = Duration::from_micros(200);
+/// How often a busy loop looks at the control sockets (new programs, verbs calls).
+const CONTROL_EVERY: Duration = Duration::from_micros(50);
 /// The longest sleep, so a stop request is seen.
 const MAX_SLEEP_MS: i32 = 50;
 
@@ -158,9 +160,16 @@ impl Daemon {
     /// Serves until `stop` is set.
     pub fn run(&mut self, stop: &AtomicBool) -> io::Result<()> {
         let mut last_work = StdInstant::now();
+        // The control sockets cost a syscall each to look at: while the data path keeps the
+        // loop busy they are looked at every CONTROL_EVERY, and at once after a sleep.
+        let mut last_control: Option<StdInstant> = None;
         while !stop.load(Ordering::Relaxed) {
-            let mut busy = self.accept();
-            busy |= self.serve();
+            let mut busy = false;
+            if last_control.is_none_or(|t| t.elapsed() >= CONTROL_EVERY) {
+                last_control = Some(StdInstant::now());
+                busy |= self.accept();
+                busy |= self.serve();
+            }
             busy |= self.take_posted();
             busy |= self.pump();
             self.route_events();
@@ -208,6 +217,7 @@ impl Daemon {
                 (ms as i32).min(longest)
             });
             sys::poll_readable(&fds, wait)?;
+            last_control = None;
             self.contexts
                 .iter()
                 .flatten()
