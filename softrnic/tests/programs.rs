@@ -680,3 +680,64 @@ fn the_rust_ibverbs_crates_loopback_example_runs_unchanged() {
     let said = text(&out.stdout);
     assert!(said.contains("sent") && said.contains("received"), "{said}");
 }
+
+#[test]
+fn exec_starts_a_daemon_with_a_local_device_when_none_runs() {
+    let _serial = serial();
+    let socket = std::env::temp_dir().join(format!("srn-prog-{}-auto.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let softrnic = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
+        c.env("SOFTRNIC_SOCKET", &socket);
+        c
+    };
+    let out = softrnic()
+        .args(["exec", "--", "ibv_devices"])
+        .output()
+        .unwrap();
+    let said = text(&out.stderr);
+    // Stop the daemon it started, whatever happens next.
+    let pid = Client::connect(&socket).map(|c| c.daemon_pid());
+    if let Ok(pid) = pid {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("started the daemon") && said.contains("added srnic0"),
+        "{said}"
+    );
+    assert!(text(&out.stdout).contains("srnic0"));
+    // The program's exit status is exec's.
+    let out = softrnic()
+        .args(["exec", "--", "sh", "-c", "exit 7"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    if let Ok(pid) = Client::connect(&socket).map(|c| c.daemon_pid()) {
+        let _ = Command::new("kill").arg(pid.to_string()).status();
+    }
+    let _ = std::fs::remove_file(&socket);
+    let _ = std::fs::remove_file(socket.with_extension("log"));
+}
+
+#[test]
+fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_epoll() {
+    let _serial = serial();
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("events");
+    let cc = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/events.c"))
+        .arg("-libverbs")
+        .output()
+        .expect("cc (gcc)");
+    assert!(
+        cc.status.success(),
+        "compiling needs gcc and libibverbs-dev: {}",
+        text(&cc.stderr)
+    );
+    let host = Host::start("events", None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ok\n");
+}
