@@ -4,110 +4,14 @@
 //! its end of the pair). Needs root (namespaces) and the Debian packages `ibverbs-utils`,
 //! `perftest` and `iproute2`, which `scripts/test` installs.
 
-use std::io::Read;
-use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU16, Ordering};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use common::*;
 use softrnic_device::client::Client;
 use softrnic_device::netns::VethPair;
-
-/// The programs get the machine to themselves: two of them and a daemon (or two) already fill
-/// two cores.
-static SERIAL: Mutex<()> = Mutex::new(());
-/// TCP ports for the programs' own connection setup, one per run.
-static PORT: AtomicU16 = AtomicU16::new(21000);
-/// How long one program may run.
-const LIMIT: Duration = Duration::from_secs(120);
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// A command, inside network namespace `ns` if given.
-fn in_ns(ns: Option<&str>, program: &str) -> Command {
-    match ns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, program]);
-            c
-        }
-        None => Command::new(program),
-    }
-}
-
-/// A host: a softrnic daemon (in a namespace, or not) with one device.
-struct Host {
-    ns: Option<String>,
-    socket: PathBuf,
-    daemon: Child,
-    /// The GID index of the device's IPv4 address (what `-g`/`-x` name).
-    gid: usize,
-}
-
-impl Host {
-    /// Starts a daemon and adds a device: on `netdev`, or local.
-    fn start(tag: &str, ns: Option<&str>, netdev: Option<&str>) -> Host {
-        let socket =
-            std::env::temp_dir().join(format!("srn-prog-{}-{tag}.sock", std::process::id()));
-        let _ = std::fs::remove_file(&socket);
-        let daemon = in_ns(ns, env!("CARGO_BIN_EXE_softrnic"))
-            .arg("daemon")
-            .env("SOFTRNIC_SOCKET", &socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the daemon");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Client::connect(&socket).is_err() {
-            assert!(Instant::now() < deadline, "the daemon did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut host = Host {
-            ns: ns.map(str::to_owned),
-            socket,
-            daemon,
-            gid: 0,
-        };
-        let mut up = vec!["up"];
-        if let Some(n) = netdev {
-            up.extend(["--netdev", n]);
-        }
-        let out = host.softrnic(&up).output().expect("softrnic up");
-        assert!(out.status.success(), "up: {}", text(&out.stderr));
-        let devices = Client::connect(&host.socket).unwrap().devices().unwrap();
-        host.gid = devices[0]
-            .gids
-            .iter()
-            .position(|g| g.to_ip().is_ipv4())
-            .expect("an IPv4 GID");
-        host
-    }
-
-    /// `softrnic ARGS` against this host's daemon.
-    fn softrnic(&self, args: &[&str]) -> Command {
-        let mut c = in_ns(self.ns.as_deref(), env!("CARGO_BIN_EXE_softrnic"));
-        c.args(args).env("SOFTRNIC_SOCKET", &self.socket);
-        c
-    }
-
-    /// `softrnic exec -- PROGRAM ARGS` on this host.
-    fn program(&self, args: &[String]) -> Command {
-        let mut c = self.softrnic(&["exec", "--"]);
-        c.args(args);
-        c
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = self.daemon.kill();
-        let _ = self.daemon.wait();
-        let _ = std::fs::remove_file(&self.socket);
-    }
-}
 
 /// Where the programs run.
 #[derive(Debug, Clone, Copy)]
@@ -167,7 +71,7 @@ impl Setup {
     /// the port, and for the client the server's address); returns both outputs, after
     /// checking both succeeded.
     fn run(&self, gid_flag: &str, args: &[&str]) -> (String, String) {
-        let port = PORT.fetch_add(1, Ordering::Relaxed).to_string();
+        let port = next_port();
         let argv = |h: &Host| -> Vec<String> {
             let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
             v.extend([
@@ -200,74 +104,6 @@ impl Setup {
         let server = server.finish(args);
         (server, client)
     }
-}
-
-/// A child that is killed if the test fails first.
-struct Running(Child);
-
-impl Running {
-    /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
-    /// output if it failed.
-    fn finish(&mut self, what: &[&str]) -> String {
-        let deadline = Instant::now() + LIMIT;
-        let status = loop {
-            if let Some(s) = self.0.try_wait().expect("wait") {
-                break Some(s);
-            }
-            if Instant::now() > deadline {
-                let _ = self.0.kill();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let mut out = String::new();
-        let mut err = String::new();
-        self.0.stdout.take().map(|mut s| s.read_to_string(&mut out));
-        self.0.stderr.take().map(|mut s| s.read_to_string(&mut err));
-        match status {
-            Some(s) if s.success() => out,
-            s => panic!("{what:?} ended with {s:?}\nstdout:\n{out}\nstderr:\n{err}"),
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Waits until something listens on TCP `port` in namespace `ns`.
-fn wait_listening(ns: Option<&str>, port: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out: Output = in_ns(ns, "ss")
-            .args(["-ltnH", &format!("sport = :{port}")])
-            .output()
-            .expect("ss (iproute2)");
-        if !out.stdout.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "nothing listens on port {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The last result row of a perftest run: its numbers.
-fn perftest_row(out: &str) -> Vec<f64> {
-    out.lines()
-        .rev()
-        .filter_map(|l| {
-            let nums: Vec<f64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
-            (nums.len() >= 4 && l.trim_start().starts_with(char::is_numeric)).then_some(nums)
-        })
-        .next()
-        .unwrap_or_else(|| panic!("no result row in:\n{out}"))
 }
 
 #[test]
@@ -491,83 +327,6 @@ fn rdma_cores_own_test_suite_passes_where_it_runs() {
     // What runs on softrnic (everything but hardware features and what docs/compatibility.md
     // lists) keeps running.
     assert!(ran - skipped >= 86, "only {} passed:\n{log}", ran - skipped);
-}
-
-/// A capture of everything a host's daemon saw while `f` ran.
-fn captured(host: &Host, f: impl FnOnce()) -> Vec<Vec<u8>> {
-    let file = std::env::temp_dir().join(format!("srn-prog-{}.pcapng", std::process::id()));
-    let mut capture = host
-        .softrnic(&["capture", "-w", &file.display().to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The capture is registered once it says so.
-    let mut said = [0u8; 8];
-    capture
-        .stderr
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut said)
-        .unwrap();
-    f();
-    let stop = Command::new("kill")
-        .args(["-INT", &capture.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(stop.success());
-    let mut err = String::new();
-    capture
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert!(capture.wait().unwrap().success(), "capture: {err}");
-    assert!(!err.contains("lost"), "the capture lost frames: {err}");
-    // Wireshark agrees every frame is well formed.
-    let tshark = Command::new("tshark")
-        .args([
-            "-r",
-            &file.display().to_string(),
-            "-Y",
-            "_ws.malformed || _ws.expert.severity == error",
-        ])
-        .output()
-        .expect("tshark");
-    assert!(tshark.status.success(), "{}", text(&tshark.stderr));
-    assert_eq!(text(&tshark.stdout), "", "tshark finds malformed frames");
-    let bytes = std::fs::read(&file).unwrap();
-    let _ = std::fs::remove_file(&file);
-    softrnic::capture::read(&bytes)
-        .unwrap()
-        .into_iter()
-        .map(|f| f.data)
-        .collect()
-}
-
-/// Per operation, the messages and payload bytes of distinct packets (a same-host frame is
-/// captured leaving and arriving; a retransmission repeats its PSN).
-fn tally(
-    frames: &[Vec<u8>],
-) -> std::collections::HashMap<softrnic_wire::opcode::Operation, (u64, u64)> {
-    use softrnic_wire::opcode::Position;
-    let mut seen = std::collections::HashSet::new();
-    let mut out = std::collections::HashMap::new();
-    for f in frames {
-        // Every frame parses, with a good ICRC and a known opcode.
-        let p = softrnic_wire::frame::parse(f).unwrap_or_else(|e| panic!("bad frame: {e}"));
-        let bth = &p.repr.bth;
-        let info = bth.opcode.info();
-        if !seen.insert((bth.dest_qp, bth.psn, bth.opcode)) {
-            continue;
-        }
-        let e = out.entry(info.operation).or_insert((0, 0));
-        if matches!(info.position, Position::Last | Position::Only) {
-            e.0 += 1;
-        }
-        e.1 += p.payload().len() as u64;
-    }
-    out
 }
 
 #[test]

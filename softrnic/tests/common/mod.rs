@@ -1,0 +1,262 @@
+//! What the program tests (`programs.rs`) and the rxe interop tests (`interop.rs`) share:
+//! softrnic daemons in or out of network namespaces, programs run through `softrnic exec`, and
+//! captures checked frame by frame.
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::time::{Duration, Instant};
+
+use softrnic_device::client::Client;
+
+/// The programs get the machine to themselves: two of them and a daemon (or two) already fill
+/// two cores.
+static SERIAL: Mutex<()> = Mutex::new(());
+/// TCP ports for the programs' own connection setup, one per run.
+static PORT: AtomicU16 = AtomicU16::new(21000);
+/// How long one program may run.
+pub const LIMIT: Duration = Duration::from_secs(120);
+
+/// A TCP port for one run's own connection setup.
+pub fn next_port() -> String {
+    PORT.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A command, inside network namespace `ns` if given.
+pub fn in_ns(ns: Option<&str>, program: &str) -> Command {
+    match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, program]);
+            c
+        }
+        None => Command::new(program),
+    }
+}
+
+/// A host: a softrnic daemon (in a namespace, or not) with one device.
+pub struct Host {
+    pub ns: Option<String>,
+    pub socket: PathBuf,
+    pub daemon: Child,
+    /// The GID index of the device's IPv4 address (what `-g`/`-x` name).
+    pub gid: usize,
+}
+
+impl Host {
+    /// Starts a daemon and adds a device: on `netdev`, or local.
+    pub fn start(tag: &str, ns: Option<&str>, netdev: Option<&str>) -> Host {
+        let socket =
+            std::env::temp_dir().join(format!("srn-prog-{}-{tag}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&socket);
+        let daemon = in_ns(ns, env!("CARGO_BIN_EXE_softrnic"))
+            .arg("daemon")
+            .env("SOFTRNIC_SOCKET", &socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the daemon");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Client::connect(&socket).is_err() {
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut host = Host {
+            ns: ns.map(str::to_owned),
+            socket,
+            daemon,
+            gid: 0,
+        };
+        let mut up = vec!["up"];
+        if let Some(n) = netdev {
+            up.extend(["--netdev", n]);
+        }
+        let out = host.softrnic(&up).output().expect("softrnic up");
+        assert!(out.status.success(), "up: {}", text(&out.stderr));
+        let devices = Client::connect(&host.socket).unwrap().devices().unwrap();
+        host.gid = devices[0]
+            .gids
+            .iter()
+            .position(|g| g.to_ip().is_ipv4())
+            .expect("an IPv4 GID");
+        host
+    }
+
+    /// `softrnic ARGS` against this host's daemon.
+    pub fn softrnic(&self, args: &[&str]) -> Command {
+        let mut c = in_ns(self.ns.as_deref(), env!("CARGO_BIN_EXE_softrnic"));
+        c.args(args).env("SOFTRNIC_SOCKET", &self.socket);
+        c
+    }
+
+    /// `softrnic exec -- PROGRAM ARGS` on this host.
+    pub fn program(&self, args: &[String]) -> Command {
+        let mut c = self.softrnic(&["exec", "--"]);
+        c.args(args);
+        c
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// A child that is killed if the test fails first.
+pub struct Running(pub Child);
+
+impl Running {
+    /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
+    /// output if it failed.
+    pub fn finish(&mut self, what: &[&str]) -> String {
+        let deadline = Instant::now() + LIMIT;
+        let status = loop {
+            if let Some(s) = self.0.try_wait().expect("wait") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = self.0.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut out = String::new();
+        let mut err = String::new();
+        self.0.stdout.take().map(|mut s| s.read_to_string(&mut out));
+        self.0.stderr.take().map(|mut s| s.read_to_string(&mut err));
+        match status {
+            Some(s) if s.success() => out,
+            s => panic!("{what:?} ended with {s:?}\nstdout:\n{out}\nstderr:\n{err}"),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits until something listens on TCP `port` in namespace `ns`.
+pub fn wait_listening(ns: Option<&str>, port: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let out: Output = in_ns(ns, "ss")
+            .args(["-ltnH", &format!("sport = :{port}")])
+            .output()
+            .expect("ss (iproute2)");
+        if !out.stdout.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "nothing listens on port {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The last result row of a perftest run: its numbers.
+pub fn perftest_row(out: &str) -> Vec<f64> {
+    out.lines()
+        .rev()
+        .filter_map(|l| {
+            let nums: Vec<f64> = l.split_whitespace().map_while(|w| w.parse().ok()).collect();
+            (nums.len() >= 4 && l.trim_start().starts_with(char::is_numeric)).then_some(nums)
+        })
+        .next()
+        .unwrap_or_else(|| panic!("no result row in:\n{out}"))
+}
+
+/// A capture of everything a host's daemon saw while `f` ran.
+pub fn captured(host: &Host, f: impl FnOnce()) -> Vec<Vec<u8>> {
+    let file = std::env::temp_dir().join(format!("srn-prog-{}.pcapng", std::process::id()));
+    let mut capture = host
+        .softrnic(&["capture", "-w", &file.display().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The capture is registered once it says so.
+    let mut said = [0u8; 8];
+    capture
+        .stderr
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut said)
+        .unwrap();
+    f();
+    let stop = Command::new("kill")
+        .args(["-INT", &capture.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stop.success());
+    let mut err = String::new();
+    capture
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(capture.wait().unwrap().success(), "capture: {err}");
+    assert!(!err.contains("lost"), "the capture lost frames: {err}");
+    // Wireshark agrees every frame is well formed. Its RPC-over-RDMA heuristic takes some
+    // SEND payloads (a 1-byte ping, from rxe as from softrnic) for a truncated RPC header and
+    // calls the frame malformed: it is not asked.
+    let tshark = Command::new("tshark")
+        .args([
+            "-r",
+            &file.display().to_string(),
+            "--disable-protocol",
+            "rpcordma",
+        ])
+        .args(["-Y", "_ws.malformed || _ws.expert.severity == error"])
+        .output()
+        .expect("tshark");
+    assert!(tshark.status.success(), "{}", text(&tshark.stderr));
+    assert_eq!(text(&tshark.stdout), "", "tshark finds malformed frames");
+    let bytes = std::fs::read(&file).unwrap();
+    let _ = std::fs::remove_file(&file);
+    softrnic::capture::read(&bytes)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.data)
+        .collect()
+}
+
+/// Per operation, the messages and payload bytes of distinct packets (a same-host frame is
+/// captured leaving and arriving; a retransmission repeats its PSN).
+pub fn tally(
+    frames: &[Vec<u8>],
+) -> std::collections::HashMap<softrnic_wire::opcode::Operation, (u64, u64)> {
+    use softrnic_wire::opcode::Position;
+    let mut seen = std::collections::HashSet::new();
+    let mut out = std::collections::HashMap::new();
+    for f in frames {
+        // Every frame parses, with a good ICRC and a known opcode.
+        let p = softrnic_wire::frame::parse(f).unwrap_or_else(|e| panic!("bad frame: {e}"));
+        let bth = &p.repr.bth;
+        let info = bth.opcode.info();
+        if !seen.insert((bth.dest_qp, bth.psn, bth.opcode)) {
+            continue;
+        }
+        let e = out.entry(info.operation).or_insert((0, 0));
+        if matches!(info.position, Position::Last | Position::Only) {
+            e.0 += 1;
+        }
+        e.1 += p.payload().len() as u64;
+    }
+    out
+}

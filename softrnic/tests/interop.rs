@@ -1,0 +1,523 @@
+//! softrnic against a real RoCEv2 peer: the Linux kernel's rxe, in a qemu guest (TCG) built
+//! from Debian packages by `tests/interop/build-guest`, joined to a softrnic daemon by a tap
+//! device inside a network namespace (198.18.2.1 softrnic, 198.18.2.2 rxe). The same unmodified
+//! programs run on both sides, softrnic's through `softrnic exec`, each scenario in both
+//! directions. Needs root, qemu-system-x86, busybox-static and the program packages;
+//! `scripts/test` installs them.
+
+mod common;
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use softrnic_wire::frame::IpRepr;
+use softrnic_wire::opcode::Operation;
+
+const SOFTRNIC_ADDR: &str = "198.18.2.1";
+const RXE_ADDR: &str = "198.18.2.2";
+/// The guest's command server.
+const GUEST_PORT: &str = "5000";
+
+/// The guest, running rxe on its eth0, and the namespace holding its tap.
+struct Guest {
+    ns: String,
+    tap: String,
+    qemu: Child,
+}
+
+impl Guest {
+    /// Builds (or reuses) the guest image and boots it behind a tap in a new namespace.
+    fn boot() -> Guest {
+        let image = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("interop-guest");
+        let build = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/interop/build-guest"
+        ))
+        .arg(&image)
+        .output()
+        .expect("build-guest");
+        assert!(
+            build.status.success(),
+            "building the guest: {}",
+            text(&build.stderr)
+        );
+        let id = std::process::id() % 100_000;
+        let (ns, tap) = (format!("srnrxe{id}"), format!("srnt{id}"));
+        let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+        let ip = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output().unwrap();
+            assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
+        };
+        ip(&["netns", "add", &ns]);
+        ip(&["-n", &ns, "link", "set", "lo", "up"]);
+        ip(&["-n", &ns, "tuntap", "add", "dev", &tap, "mode", "tap"]);
+        ip(&[
+            "-n",
+            &ns,
+            "addr",
+            "add",
+            &format!("{SOFTRNIC_ADDR}/24"),
+            "dev",
+            &tap,
+        ]);
+        ip(&["-n", &ns, "link", "set", &tap, "up"]);
+        // AF_XDP sees incomplete checksums from TX offload otherwise.
+        let _ = in_ns(Some(&ns), "ethtool")
+            .args(["-K", &tap, "tx", "off"])
+            .output();
+        let log = image.join(format!("console-{id}.log"));
+        let console = std::fs::File::create(&log).unwrap();
+        let qemu = in_ns(Some(&ns), "qemu-system-x86_64")
+            .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1"])
+            .args(["-nographic", "-no-reboot", "-kernel"])
+            .arg(image.join("vmlinuz"))
+            .arg("-initrd")
+            .arg(image.join("initrd.gz"))
+            .arg("-append")
+            .arg(format!(
+                "console=ttyS0 quiet panic=-1 softrnic.addr={RXE_ADDR}/24"
+            ))
+            .args([
+                "-netdev",
+                &format!("tap,id=n0,ifname={tap},script=no,downscript=no"),
+            ])
+            .args(["-device", "virtio-net-pci,netdev=n0"])
+            .stdin(Stdio::null())
+            .stdout(console.try_clone().unwrap())
+            .stderr(console)
+            .spawn()
+            .expect("qemu-system-x86_64 (qemu-system-x86)");
+        let guest = Guest { ns, tap, qemu };
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let seen = std::fs::read_to_string(&log).unwrap_or_default();
+            if seen.contains("softrnic-guest: ready 1 rxe") {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the guest did not come up:\n{seen}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        guest
+    }
+
+    /// Runs a shell command in the guest and returns what it printed.
+    fn sh(&self, cmd: &str) -> String {
+        let mut nc = in_ns(Some(&self.ns), "timeout")
+            .args(["300", "busybox", "nc", RXE_ADDR, GUEST_PORT])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        writeln!(nc.stdin.take().unwrap(), "{cmd}\nexit").unwrap();
+        let out = nc.wait_with_output().unwrap();
+        text(&out.stdout)
+    }
+
+    /// Starts `cmd` in the guest in the background, as job `name`.
+    fn start(&self, name: &str, cmd: &str) {
+        self.sh(&format!(
+            "rm -f /run/jobs/{name}.*; cat > /run/jobs/{name}.sh <<'EOF'\n{cmd}\nEOF"
+        ));
+    }
+
+    /// Waits for job `name`; its exit status and output.
+    fn finish(&self, name: &str) -> (i32, String) {
+        let deadline = Instant::now() + LIMIT;
+        loop {
+            let rc = self.sh(&format!("cat /run/jobs/{name}.rc 2>/dev/null"));
+            if let Ok(rc) = rc.trim().parse() {
+                return (rc, self.sh(&format!("cat /run/jobs/{name}.out")));
+            }
+            if Instant::now() > deadline {
+                self.sh("pkill -f ib_; pkill -f ibv_");
+                return (-1, self.sh(&format!("cat /run/jobs/{name}.out")));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Waits until something in the guest listens on TCP `port`.
+    fn wait_listening(&self, port: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.sh("netstat -ltn").contains(&format!(":{port} ")) {
+            assert!(
+                Instant::now() < deadline,
+                "nothing listens on {port} in the guest"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.qemu.kill();
+        let _ = self.qemu.wait();
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+/// Which side serves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Server {
+    Rxe,
+    Softrnic,
+}
+
+/// The two sides: softrnic's daemon on the tap, and the guest.
+struct Peers {
+    guest: Guest,
+    host: Host,
+}
+
+impl Peers {
+    /// Runs `program args` with `server` serving and the other side connecting; `gid` is the
+    /// program's GID index flag (index 1, the IPv4 address, on both sides). Returns the outputs
+    /// (softrnic's, rxe's), or why it failed.
+    fn run(
+        &self,
+        server: Server,
+        gid: &str,
+        program: &str,
+        args: &[&str],
+    ) -> Result<(String, String), String> {
+        let port = next_port();
+        let mut line = vec![program.to_owned()];
+        line.extend(args.iter().map(|s| s.to_string()));
+        line.extend([gid.to_owned(), "1".into(), "-p".into(), port.clone()]);
+        let rxe_line = |peer: Option<&str>| {
+            let mut l = line.clone();
+            l.insert(1, "-d".into());
+            l.insert(2, "rxe0".into());
+            l.extend(peer.map(str::to_owned));
+            l.join(" ")
+        };
+        match server {
+            Server::Rxe => {
+                self.guest.start("server", &rxe_line(None));
+                self.guest.wait_listening(&port);
+                let mut client = line.clone();
+                client.push(RXE_ADDR.into());
+                let out = self.host.program(&client).output().unwrap();
+                let (rc, rxe) = self.guest.finish("server");
+                let softrnic = text(&out.stdout) + &text(&out.stderr);
+                if !out.status.success() || rc != 0 {
+                    return Err(format!(
+                        "softrnic client:\n{softrnic}\nrxe server (rc {rc}):\n{rxe}"
+                    ));
+                }
+                Ok((softrnic, rxe))
+            }
+            Server::Softrnic => {
+                let server = self
+                    .host
+                    .program(&line)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut server = Running(server);
+                wait_listening(self.host.ns.as_deref(), &port);
+                let rxe = self.guest.sh(&format!(
+                    "{} 2>&1; echo rc=$?",
+                    rxe_line(Some(SOFTRNIC_ADDR))
+                ));
+                let softrnic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    server.finish(&[program])
+                }))
+                .map_err(|_| format!("softrnic server failed; rxe client:\n{rxe}"))?;
+                if !rxe.trim_end().ends_with("rc=0") {
+                    return Err(format!("rxe client:\n{rxe}\nsoftrnic server:\n{softrnic}"));
+                }
+                Ok((softrnic, rxe))
+            }
+        }
+    }
+}
+
+/// One scenario's outcome, for the report.
+struct Outcome {
+    scenario: String,
+    server: Server,
+    result: Result<(), String>,
+}
+
+/// Counters as `softrnic stat` prints them: name to value.
+fn softrnic_counters(host: &Host) -> HashMap<String, u64> {
+    let out = host.softrnic(&["stat"]).output().unwrap();
+    text(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            let (name, value) = (w.next()?, w.next()?);
+            Some((name.trim_end_matches(':').to_owned(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// rxe's counters (`rdma statistic`): name to value.
+fn rxe_counters(guest: &Guest) -> HashMap<String, u64> {
+    let out = guest.sh("rdma statistic show link rxe0/1");
+    let words: Vec<&str> = out.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter_map(|w| Some((w[0].to_owned(), w[1].parse().ok()?)))
+        .collect()
+}
+
+#[test]
+fn softrnic_and_kernel_rxe_interoperate_both_ways() {
+    let _serial = serial();
+    let guest = Guest::boot();
+    let host = Host::start("rxe", Some(&guest.ns.clone()), Some(&guest.tap.clone()));
+    let peers = Peers { guest, host };
+    let mut outcomes = Vec::new();
+    let mut check = |scenario: String, server: Server, result: Result<(), String>| {
+        if let Err(e) = &result {
+            eprintln!("FAILED {scenario} ({server:?} serves):\n{e}");
+        }
+        outcomes.push(Outcome {
+            scenario,
+            server,
+            result,
+        });
+    };
+    let both = [Server::Rxe, Server::Softrnic];
+
+    // Pingpongs, with data validated (-c), across the path MTU (1024 on both sides).
+    let frames = captured(&peers.host, || {
+        for server in both {
+            for size in ["1", "1024", "4096", "10000", "65536"] {
+                let r = peers.run(
+                    server,
+                    "-g",
+                    "ibv_rc_pingpong",
+                    &["-c", "-s", size, "-n", "50"],
+                );
+                check(format!("ibv_rc_pingpong -c -s {size}"), server, r.map(drop));
+            }
+            for size in ["64", "1000"] {
+                let r = peers.run(
+                    server,
+                    "-g",
+                    "ibv_ud_pingpong",
+                    &["-c", "-s", size, "-n", "50"],
+                );
+                check(format!("ibv_ud_pingpong -c -s {size}"), server, r.map(drop));
+            }
+        }
+    });
+    // Every frame both ways is valid RoCEv2 (the capture helper also had tshark read them).
+    let tally = tally(&frames);
+    let sends = tally.get(&Operation::Send).copied().unwrap_or_default();
+    assert!(
+        sends.0 > 0 && tally.contains_key(&Operation::Acknowledge),
+        "{tally:?}"
+    );
+    let from = |addr: [u8; 4]| {
+        let src = softrnic_wire::Ipv4Address::from(addr);
+        frames
+            .iter()
+            .filter_map(|f| softrnic_wire::frame::parse(f).ok())
+            .filter(|p| matches!(p.repr.ip, IpRepr::V4 { src: s, .. } if s == src))
+            .count()
+    };
+    let (from_rxe, from_softrnic) = (from([198, 18, 2, 2]), from([198, 18, 2, 1]));
+    check(
+        format!(
+            "capture: {from_softrnic} frames from softrnic and {from_rxe} from rxe, all with \
+             good ICRCs, none malformed for tshark"
+        ),
+        Server::Rxe,
+        (from_rxe > 0 && from_softrnic > 0)
+            .then_some(())
+            .ok_or("one side sent nothing".into()),
+    );
+
+    // perftest, bandwidth and latency, every operation.
+    for server in both {
+        for (program, extra) in [
+            ("ib_write_bw", &[][..]),
+            ("ib_read_bw", &[]),
+            ("ib_send_bw", &[]),
+            ("ib_atomic_bw", &["-A", "FETCH_AND_ADD"]),
+            ("ib_atomic_bw", &["-A", "CMP_AND_SWAP"]),
+            ("ib_write_lat", &[]),
+            ("ib_read_lat", &[]),
+            ("ib_send_lat", &[]),
+            ("ib_atomic_lat", &[]),
+        ] {
+            let mut args = vec!["-n", "100", "-F"];
+            args.extend(extra);
+            // The client prints the results (for READ and atomic latency, only the client).
+            let r = peers.run(server, "-x", program, &args).and_then(|(s, r)| {
+                let client = if server == Server::Rxe { s } else { r };
+                client
+                    .lines()
+                    .any(|l| {
+                        l.trim_start().starts_with(|c: char| c.is_ascii_digit())
+                            && l.split_whitespace().count() >= 4
+                    })
+                    .then_some(())
+                    .ok_or(format!("no result row from the client:\n{client}"))
+            });
+            check(
+                format!("{program} {}", extra.join(" ")).trim().to_owned(),
+                server,
+                r,
+            );
+        }
+    }
+
+    // Path MTU: softrnic's port at 4096 (MTU 9000 tap), rxe's at 1024; perftest settles on the
+    // smaller, and sizes straddle both.
+    let softrnic = |args: &[&str]| peers.host.softrnic(args).output().unwrap();
+    assert!(softrnic(&["down", "srnic0"]).status.success());
+    let mtu = Command::new("ip")
+        .args([
+            "-n",
+            &peers.guest.ns,
+            "link",
+            "set",
+            &peers.guest.tap,
+            "mtu",
+            "9000",
+        ])
+        .status()
+        .unwrap();
+    assert!(mtu.success());
+    let up = softrnic(&["up", "--netdev", &peers.guest.tap]);
+    assert!(up.status.success(), "{}", text(&up.stderr));
+    for server in both {
+        let r = peers
+            .run(server, "-x", "ib_send_bw", &["-a", "-n", "10", "-F"])
+            .and_then(|(s, _)| {
+                s.contains("Mtu             : 1024[B]")
+                    .then_some(())
+                    .ok_or(format!("not negotiated down to 1024:\n{s}"))
+            });
+        check("path MTU 4096 vs 1024: ib_send_bw -a".into(), server, r);
+        let r = peers.run(
+            server,
+            "-g",
+            "ibv_rc_pingpong",
+            &["-c", "-m", "1024", "-s", "5000", "-n", "20"],
+        );
+        check(
+            "path MTU 4096 vs 1024: ibv_rc_pingpong -m 1024 -s 5000".into(),
+            server,
+            r.map(drop),
+        );
+    }
+
+    // Loss and reordering on the guest's side of the link (the host kernel has no netem).
+    // The full path: busybox's shell prefers its own (smaller) tc applet to a command name.
+    let netem = peers.guest.sh(
+        "/bin/tc qdisc add dev eth0 root netem delay 1ms reorder 90% 50% loss 1% 2>&1; echo rc=$?",
+    );
+    assert!(
+        netem.trim_end().ends_with("rc=0"),
+        "netem in the guest: {netem}"
+    );
+    let (before_s, before_r) = (softrnic_counters(&peers.host), rxe_counters(&peers.guest));
+    for server in both {
+        let r = peers.run(
+            server,
+            "-g",
+            "ibv_rc_pingpong",
+            &["-c", "-s", "16384", "-n", "100"],
+        );
+        check(
+            "1% loss, reordering: ibv_rc_pingpong -c -s 16384".into(),
+            server,
+            r.map(drop),
+        );
+        let r = peers
+            .run(server, "-x", "ib_write_bw", &["-n", "200", "-F"])
+            .map(drop);
+        check("1% loss, reordering: ib_write_bw".into(), server, r);
+        let r = peers
+            .run(server, "-x", "ib_read_bw", &["-n", "200", "-F"])
+            .map(drop);
+        check("1% loss, reordering: ib_read_bw".into(), server, r);
+    }
+    let (after_s, after_r) = (softrnic_counters(&peers.host), rxe_counters(&peers.guest));
+    let grew = |a: &HashMap<String, u64>, b: &HashMap<String, u64>, names: &[&str]| {
+        names
+            .iter()
+            .any(|n| a.get(*n).copied().unwrap_or(0) > b.get(*n).copied().unwrap_or(0))
+    };
+    let recovery = [
+        "retransmitted_pkts",
+        "out_of_sequence",
+        "duplicate_request",
+        "packet_seq_err",
+        "local_ack_timeout_err",
+        "implied_nak_seq_err",
+    ];
+    let delta = |a: &HashMap<String, u64>, b: &HashMap<String, u64>| {
+        let mut d: Vec<String> = a
+            .iter()
+            .filter(|(k, v)| **v > b.get(*k).copied().unwrap_or(0) && !k.ends_with("pkts"))
+            .map(|(k, v)| format!("{k} +{}", v - b.get(k).copied().unwrap_or(0)))
+            .collect();
+        d.sort();
+        d.join(", ")
+    };
+    eprintln!(
+        "softrnic's counters under loss: {}",
+        delta(&after_s, &before_s)
+    );
+    eprintln!("rxe's counters under loss: {}", delta(&after_r, &before_r));
+    let s_ok = grew(&after_s, &before_s, &recovery);
+    let r_ok = grew(
+        &after_r,
+        &before_r,
+        &[
+            "duplicate_request",
+            "out_of_sequence",
+            "packet_seq_err",
+            "local_ack_timeout_err",
+            "implied_nak_seq_err",
+            "retry_exceeded_err",
+            "seq_naks_rcvd",
+        ],
+    );
+    check(
+        "1% loss: recovery shows in both sides' counters".into(),
+        Server::Rxe,
+        (s_ok && r_ok)
+            .then_some(())
+            .ok_or(format!("softrnic {after_s:?}\nrxe {after_r:?}")),
+    );
+
+    let mut report = String::new();
+    for o in &outcomes {
+        let _ = writeln!(
+            report,
+            "| {} | {} | {} |",
+            o.scenario,
+            match o.server {
+                Server::Rxe => "rxe serves, softrnic connects",
+                Server::Softrnic => "softrnic serves, rxe connects",
+            },
+            if o.result.is_ok() { "pass" } else { "FAIL" }
+        );
+    }
+    eprintln!("{report}");
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|o| o.result.is_err())
+        .map(|o| &o.scenario)
+        .collect();
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}
