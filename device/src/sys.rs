@@ -324,18 +324,8 @@ pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32)> {
 /// Copies `dst.len()` bytes at `addr` in process `pid` into `dst` (process_vm_readv). Fails
 /// unless every byte was copied.
 pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
-    let local = libc::iovec {
-        iov_base: dst.as_mut_ptr().cast(),
-        iov_len: dst.len(),
-    };
-    let remote = libc::iovec {
-        iov_base: addr as *mut libc::c_void,
-        iov_len: dst.len(),
-    };
-    // SAFETY: `local` describes `dst`, which outlives the call; the kernel checks `remote`
-    // against the other process's mappings.
-    let n = unsafe { libc::process_vm_readv(pid as i32, &local, 1, &remote, 1, 0) };
-    whole(n, dst.len())
+    let len = dst.len();
+    whole(vm_read_some(pid, addr, dst)? as isize, len)
 }
 
 /// Reads up to `dst.len()` bytes at `addr` in process `pid`, stopping at the first unmapped

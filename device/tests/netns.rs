@@ -229,7 +229,12 @@ fn traffic(
             dev.engine().post_send(qp, wr).unwrap();
         };
         let mut posted = 0;
-        for (i, (&t, &qp)) in types.iter().zip(&qps).enumerate() {
+        // UC and UD have no retransmission: they go first, ahead of RC's burst, which can
+        // overflow a starved receiver's socket buffer on a loaded machine.
+        let mut order: Vec<usize> = (0..types.len()).collect();
+        order.sort_by_key(|&i| types[i] == QpType::Rc);
+        for i in order {
+            let (t, qp) = (types[i], qps[i]);
             match t {
                 QpType::Rc => {
                     // WRITE the whole buffer, READ it back, a SEND, a FETCH_ADD on word 0.

@@ -9,7 +9,6 @@ use std::sync::{Mutex, MutexGuard};
 
 use softrnic_device::client::{Client, Error};
 use softrnic_device::daemon::default_socket;
-use softrnic_device::sys;
 use softrnic_emu_core::{DeviceAttr, Event, Gid};
 
 use crate::abi::*;
@@ -430,16 +429,9 @@ exported! {
         }
         let ctx = Context::from_ibv(context);
         loop {
-            match sys::take_notification((*context).async_fd) {
-                Ok(true) => {}
-                Ok(false) => {
-                    set_errno(libc::EAGAIN);
-                    return -1;
-                }
-                Err(e) => {
-                    set_errno(e.raw_os_error().unwrap_or(libc::EIO));
-                    return -1;
-                }
+            if let Err(e) = crate::take_notification((*context).async_fd) {
+                set_errno(e);
+                return -1;
             }
             let mut state = ctx.lock();
             let e = match state.client.async_event() {

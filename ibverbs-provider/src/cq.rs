@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr;
+use std::sync::Mutex;
 
-use softrnic_device::sys;
 use softrnic_emu_core::Wc;
 
 use crate::abi::*;
@@ -23,8 +23,9 @@ pub struct Cq {
     /// What the program reads.
     pub ex: ibv_cq_ex,
     id: u32,
-    /// Completions taken from the ring and not yet given to the program.
-    pending: VecDeque<Wc>,
+    /// Completions taken from the ring and not yet given to the program. Its own lock, as
+    /// `ibv_poll_cq` may be called on one CQ from several threads.
+    pending: Mutex<VecDeque<Wc>>,
     /// The completion the extended API is reading.
     current: Option<Wc>,
 }
@@ -54,19 +55,22 @@ impl Cq {
     }
 
     /// The next completion, fetching a batch from the ring when none is pending.
-    fn next(&mut self) -> Result<Option<Wc>, c_int> {
-        if self.pending.is_empty() {
+    fn next(&self) -> Result<Option<Wc>, c_int> {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.is_empty() {
             let id = self.id;
             let got = self.ctx().call("ibv_poll_cq", |c| c.poll_cq(id, BATCH))?;
             if got.is_empty() {
+                drop(pending);
                 // A program spinning on an empty CQ would keep the daemon, which produces its
                 // completions, off the CPU on a machine with few cores: give way once per
                 // empty poll.
                 std::thread::yield_now();
+                return Ok(None);
             }
-            self.pending.extend(got);
+            pending.extend(got);
         }
-        Ok(self.pending.pop_front())
+        Ok(pending.pop_front())
     }
 }
 
@@ -115,7 +119,7 @@ unsafe fn create(
     let p = Box::into_raw(Box::new(Cq {
         ex,
         id,
-        pending: VecDeque::new(),
+        pending: Mutex::new(VecDeque::new()),
         current: None,
     }));
     ctx.lock().objects.cqs.insert(id, p as usize);
@@ -161,7 +165,8 @@ pub unsafe extern "C" fn poll_cq(cq_: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) ->
     if n < 0 || (n > 0 && wc.is_null()) {
         return -libc::EINVAL;
     }
-    let cq = cq(cq_);
+    // Shared: several threads may poll one CQ.
+    let cq = &*cq_.cast::<Cq>();
     let mut got = 0;
     while got < n {
         match cq.next() {
@@ -298,7 +303,8 @@ exported! {
         }
         let cq = cq(cq_);
         // Completions already taken from the ring must fit too (rxe: EINVAL).
-        if (cqe as usize) < cq.pending.len() {
+        let waiting = cq.pending.lock().map_or(0, |p| p.len());
+        if (cqe as usize) < waiting {
             return libc::EINVAL;
         }
         let id = cq.id;
@@ -382,16 +388,9 @@ exported! {
         let ctx = Context::from_ibv((*channel).context);
         let id = (*channel.cast::<Channel>()).id;
         loop {
-            match sys::take_notification((*channel).fd) {
-                Ok(true) => {}
-                Ok(false) => {
-                    set_errno(libc::EAGAIN);
-                    return -1;
-                }
-                Err(e) => {
-                    set_errno(e.raw_os_error().unwrap_or(libc::EIO));
-                    return -1;
-                }
+            if let Err(e) = crate::take_notification((*channel).fd) {
+                set_errno(e);
+                return -1;
             }
             let mut state = ctx.lock();
             let cq = match state.client.cq_event(id) {

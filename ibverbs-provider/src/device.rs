@@ -29,19 +29,11 @@ pub struct Device {
 /// same pointer.
 static DEVICES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
-/// EUI-64 from a MAC, as rxe makes its node GUID (`addrconf_addr_eui48`), in network order.
+/// The node GUID rxe makes from a MAC: its EUI-64 (the interface ID of its IPv6 link-local
+/// address), in network order.
 pub fn guid_from_mac(mac: [u8; 6]) -> u64 {
-    let eui = [
-        mac[0] ^ 2,
-        mac[1],
-        mac[2],
-        0xff,
-        0xfe,
-        mac[3],
-        mac[4],
-        mac[5],
-    ];
-    u64::from_ne_bytes(eui)
+    let gid = softrnic_emu_core::Gid::link_local(mac).0;
+    u64::from_ne_bytes(gid[8..].try_into().expect("8 bytes"))
 }
 
 fn copy_name(dst: &mut [c_char], s: &str) {

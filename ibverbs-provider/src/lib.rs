@@ -56,6 +56,16 @@ pub(crate) fn set_errno(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// Takes one notification byte from a channel's or the context's event fd, blocking or not as
+/// the program set the fd; the errno otherwise (EAGAIN when none waits on a non-blocking fd).
+pub(crate) fn take_notification(fd: std::ffi::c_int) -> Result<(), i32> {
+    match softrnic_device::sys::take_notification(fd) {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(libc::EAGAIN),
+        Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
 /// Logs why a call failed when `SOFTRNIC_DEBUG` is set; returns the errno.
 pub(crate) fn fail(call: &str, e: &softrnic_device::client::Error) -> i32 {
     if std::env::var_os("SOFTRNIC_DEBUG").is_some() {

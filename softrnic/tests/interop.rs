@@ -47,7 +47,7 @@ impl Guest {
         );
         let id = std::process::id() % 100_000;
         let (ns, tap) = (format!("srnrxe{id}"), format!("srnt{id}"));
-        let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+        let _ = Command::new("ip").args(["netns", "del", &ns]).output();
         let ip = |args: &[&str]| {
             let out = Command::new("ip").args(args).output().unwrap();
             assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
