@@ -20,11 +20,6 @@ pub struct Ah {
     pub handle: AddressHandle,
 }
 
-/// The context of a PD, MR or other object that records its `ibv_context`.
-unsafe fn ctx_of<'a>(context: *mut ibv_context) -> &'a Context {
-    Context::from_ibv(context)
-}
-
 /// Registers `[addr, addr + length)` with `iova` as the address remote peers use. softrnic
 /// keys regions by their address in the program, so a different IOVA is EOPNOTSUPP.
 unsafe fn reg(
@@ -49,7 +44,7 @@ unsafe fn reg(
             return ptr::null_mut();
         }
     };
-    let ctx = ctx_of((*pd).context);
+    let ctx = Context::from_ibv((*pd).context);
     match ctx.call("ibv_reg_mr", |c| {
         c.reg_mr((*pd).handle, addr as u64, length as u64, access)
     }) {
@@ -79,7 +74,7 @@ pub unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: u32) -> *mut ibv_mw 
             return ptr::null_mut();
         }
     };
-    let ctx = ctx_of((*pd).context);
+    let ctx = Context::from_ibv((*pd).context);
     match ctx.call("ibv_alloc_mw", |c| c.alloc_mw((*pd).handle, t)) {
         Ok(key) => Box::into_raw(Box::new(ibv_mw {
             context: (*pd).context,
@@ -97,7 +92,7 @@ pub unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: u32) -> *mut ibv_mw 
 
 /// `ops.dealloc_mw`.
 pub unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
-    let ctx = ctx_of((*mw).context);
+    let ctx = Context::from_ibv((*mw).context);
     match ctx.call("ibv_dealloc_mw", |c| c.dealloc_mw((*mw).handle)) {
         Ok(()) => {
             drop(Box::from_raw(mw));
@@ -169,7 +164,7 @@ exported! {
             set_errno(libc::EINVAL);
             return ptr::null_mut();
         }
-        match ctx_of(context).call("ibv_alloc_pd", |c| c.alloc_pd()) {
+        match Context::from_ibv(context).call("ibv_alloc_pd", |c| c.alloc_pd()) {
             Ok(h) => Box::into_raw(Box::new(ibv_pd { context, handle: h })),
             Err(e) => {
                 set_errno(e);
@@ -183,7 +178,7 @@ exported! {
         if pd.is_null() {
             return libc::EINVAL;
         }
-        match ctx_of((*pd).context).call("ibv_dealloc_pd", |c| c.dealloc_pd((*pd).handle)) {
+        match Context::from_ibv((*pd).context).call("ibv_dealloc_pd", |c| c.dealloc_pd((*pd).handle)) {
             Ok(()) => {
                 drop(Box::from_raw(pd));
                 0
@@ -227,7 +222,7 @@ exported! {
         if mr.is_null() {
             return libc::EINVAL;
         }
-        match ctx_of((*mr).context).call("ibv_dereg_mr", |c| c.dereg_mr((*mr).lkey)) {
+        match Context::from_ibv((*mr).context).call("ibv_dereg_mr", |c| c.dereg_mr((*mr).lkey)) {
             Ok(()) => {
                 drop(Box::from_raw(mr));
                 0
@@ -250,7 +245,7 @@ exported! {
                 return ptr::null_mut();
             }
         };
-        let ctx = ctx_of((*pd).context);
+        let ctx = Context::from_ibv((*pd).context);
         match ctx.gids() {
             Ok(g) if (handle.sgid_index as usize) < g.len() => {}
             Ok(_) => {
