@@ -500,3 +500,92 @@ fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_e
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "ok\n");
 }
+
+#[test]
+fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
+    let _serial = serial();
+    // An unprivileged user (nobody) runs softrnic from a directory it can read: the command
+    // and, beside it, the library `exec` links.
+    let dir = std::env::temp_dir().join(format!("srn-nobody-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_softrnic"));
+    let lib = "libsoftrnic_ibverbs_provider.so";
+    let built = [
+        bin.with_file_name(lib),
+        bin.with_file_name("deps").join(lib),
+    ];
+    let newest = built
+        .iter()
+        .filter(|p| p.is_file())
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .expect("the provider is built beside the command");
+    std::fs::copy(&bin, dir.join("softrnic")).unwrap();
+    std::fs::copy(newest, dir.join(lib)).unwrap();
+    // Readable by all, and writable for the daemon's socket and log and exec's link.
+    let chmod = Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    let socket = dir.join("daemon.sock");
+    let as_nobody = |args: &[&str]| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(dir.join("softrnic"))
+            .args(args)
+            .env("SOFTRNIC_SOCKET", &socket)
+            .env("XDG_RUNTIME_DIR", &dir);
+        c
+    };
+    let port = next_port();
+    let pingpong = |peer: Option<&str>| {
+        let mut args = vec![
+            "exec",
+            "--",
+            "ibv_rc_pingpong",
+            "-g",
+            "1",
+            "-c",
+            "-n",
+            "100",
+            "-p",
+        ];
+        args.push(&port);
+        args.extend(peer);
+        let mut c = as_nobody(&args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    };
+    // Everything from scratch as nobody: exec starts the daemon and adds a local device.
+    let devices = as_nobody(&["exec", "--", "ibv_devices"])
+        .output()
+        .expect("setpriv (util-linux)");
+    let said = text(&devices.stderr);
+    let stop = || {
+        if let Ok(c) = Client::connect(&socket) {
+            let _ = Command::new("kill")
+                .arg(c.daemon_pid().to_string())
+                .status();
+        }
+    };
+    if !devices.status.success() {
+        stop();
+        panic!("as nobody: {said}");
+    }
+    let mut server = Running(pingpong(None).spawn().unwrap());
+    wait_listening(None, &port);
+    let client = Running(pingpong(Some("localhost")).spawn().unwrap()).finish(&["client"]);
+    let served = server.finish(&["server"]);
+    let daemon = Client::connect(&socket).unwrap().daemon_pid();
+    let status = std::fs::read_to_string(format!("/proc/{daemon}/status")).unwrap();
+    stop();
+    assert!(
+        status.lines().any(|l| l.starts_with("Uid:\t65534\t")),
+        "the daemon runs as nobody:\n{status}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(said.contains("started the daemon"), "{said}");
+    assert!(client.contains("100 iters in") && served.contains("100 iters in"));
+}
