@@ -100,8 +100,9 @@ pub struct Daemon {
     uid: u32,
     epoch: StdInstant,
     frame: Vec<u8>,
-    /// Same-host frames of a pass (kept to reuse their allocations).
+    /// Same-host frames of a pass, and each device's MAC (kept to reuse their allocations).
     local: (Vec<u8>, Vec<(usize, usize, usize)>),
+    macs: Vec<Option<[u8; 6]>>,
     /// Frames seen while a capture runs: (device, outbound, bytes).
     taps: Vec<(usize, bool, Vec<u8>)>,
 }
@@ -149,6 +150,7 @@ impl Daemon {
             epoch: StdInstant::now(),
             frame: vec![0; MAX_FRAME],
             local: (Vec::new(), Vec::new()),
+            macs: Vec::new(),
             taps: Vec::new(),
         })
     }
@@ -412,11 +414,9 @@ impl Daemon {
                 any = true;
             }
         }
-        let macs: Vec<Option<[u8; 6]>> = self
-            .devices
-            .iter()
-            .map(|o| o.as_ref().map(|o| o.info.mac))
-            .collect();
+        let mut macs = std::mem::take(&mut self.macs);
+        macs.clear();
+        macs.extend(self.devices.iter().map(|o| o.as_ref().map(|o| o.info.mac)));
         for d in 0..self.devices.len() {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
@@ -458,6 +458,7 @@ impl Daemon {
         local_bytes.clear();
         local.clear();
         self.local = (local_bytes, local);
+        self.macs = macs;
         for dev in self.devices.iter_mut().flatten() {
             dev.engine.memory_mut().end_pass();
         }
