@@ -79,6 +79,21 @@ impl Context {
         f(&mut self.lock().client).map_err(|e| crate::fail(name, &e))
     }
 
+    /// Destroys an object: `release` tells the daemon (and forgets the object's handle), then
+    /// its C structure is freed. 0, or the errno.
+    ///
+    /// # Safety
+    /// `object` must come from `Box::into_raw` and not be used again after success.
+    pub unsafe fn destroy<T>(
+        &self,
+        name: &str,
+        object: *mut T,
+        release: impl FnOnce(&mut State) -> Result<(), Error>,
+    ) -> c_int {
+        let released = release(&mut self.lock()).map_err(|e| crate::fail(name, &e));
+        crate::free_after(released, object)
+    }
+
     /// The GID table.
     pub fn gids(&self) -> Result<Vec<Gid>, c_int> {
         self.call("query_gid", Client::gids)

@@ -11,7 +11,7 @@ use softrnic_emu_core::Wc;
 
 use crate::abi::*;
 use crate::context::Context;
-use crate::{convert, set_errno};
+use crate::{convert, free_after, or_null, set_errno};
 
 /// How many completions one fetch from the ring takes at most.
 const BATCH: u32 = 32;
@@ -142,22 +142,16 @@ pub unsafe extern "C" fn create_cq_ex(
         || (a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0
             && a.flags & !IBV_CREATE_CQ_ATTR_SINGLE_THREADED != 0)
     {
-        set_errno(libc::EOPNOTSUPP);
-        return ptr::null_mut();
+        return or_null(Err(libc::EOPNOTSUPP));
     }
-    match create(
+    let cq = create(
         context,
         a.cqe as c_int,
         a.cq_context,
         a.channel,
         a.comp_vector as c_int,
-    ) {
-        Ok(p) => p.cast(),
-        Err(e) => {
-            set_errno(e);
-            ptr::null_mut()
-        }
-    }
+    );
+    or_null(cq.map(|p| p.cast()))
 }
 
 /// `ops.poll_cq`: up to `n` completions; a negative count on error.
@@ -287,13 +281,7 @@ exported! {
         channel: *mut ibv_comp_channel,
         comp_vector: c_int,
     ) -> *mut ibv_cq {
-        match create(context, cqe, cq_context, channel, comp_vector) {
-            Ok(p) => p.cast(),
-            Err(e) => {
-                set_errno(e);
-                ptr::null_mut()
-            }
-        }
+        or_null(create(context, cqe, cq_context, channel, comp_vector).map(|p| p.cast()))
     }
 
     /// `ibv_resize_cq`.
@@ -322,44 +310,30 @@ exported! {
         if cq_.is_null() {
             return libc::EINVAL;
         }
-        let cq = cq(cq_);
-        let id = cq.id;
-        let ctx = cq.ctx();
-        let mut state = ctx.lock();
-        match state.client.destroy_cq(id) {
-            Ok(()) => {
-                state.objects.cqs.remove(&id);
-                drop(state);
-                drop(Box::from_raw(cq_.cast::<Cq>()));
-                0
-            }
-            Err(e) => crate::fail("ibv_destroy_cq", &e),
-        }
+        let cq = cq_.cast::<Cq>();
+        let id = (*cq).id;
+        (*cq).ctx().destroy("ibv_destroy_cq", cq, |s| {
+            s.client.destroy_cq(id)?;
+            s.objects.cqs.remove(&id);
+            Ok(())
+        })
     }
 
     /// `ibv_create_comp_channel`.
     fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
         if context.is_null() {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
+            return or_null(Err(libc::EINVAL));
         }
         let ctx = Context::from_ibv(context);
-        match ctx.call("ibv_create_comp_channel", |c| c.create_comp_channel()) {
-            Ok((id, fd)) => Box::into_raw(Box::new(Channel {
-                ch: ibv_comp_channel {
-                    context,
-                    fd: fd.as_raw_fd(),
-                    refcnt: 0,
-                },
-                id,
-                _fd: fd,
-            }))
-            .cast(),
-            Err(e) => {
-                set_errno(e);
-                ptr::null_mut()
-            }
-        }
+        let made = ctx.call("ibv_create_comp_channel", |c| c.create_comp_channel());
+        or_null(made.map(|(id, fd)| {
+            let ch = ibv_comp_channel {
+                context,
+                fd: fd.as_raw_fd(),
+                refcnt: 0,
+            };
+            Box::into_raw(Box::new(Channel { ch, id, _fd: fd })).cast()
+        }))
     }
 
     /// `ibv_destroy_comp_channel`: EBUSY while a CQ uses it.
@@ -369,13 +343,8 @@ exported! {
         }
         let ch = channel.cast::<Channel>();
         let ctx = Context::from_ibv((*channel).context);
-        match ctx.call("ibv_destroy_comp_channel", |c| c.destroy_comp_channel((*ch).id)) {
-            Ok(()) => {
-                drop(Box::from_raw(ch));
-                0
-            }
-            Err(e) => e,
-        }
+        let released = ctx.call("ibv_destroy_comp_channel", |c| c.destroy_comp_channel((*ch).id));
+        free_after(released, ch)
     }
 
     /// `ibv_get_cq_event`: blocks on the channel's fd (unless the program made it

@@ -66,6 +66,29 @@ pub(crate) fn take_notification(fd: std::ffi::c_int) -> Result<(), i32> {
     }
 }
 
+/// A call that makes an object, as C returns it: the object, or null with errno set.
+pub(crate) fn or_null<T>(made: Result<*mut T, i32>) -> *mut T {
+    made.unwrap_or_else(|e| {
+        set_errno(e);
+        std::ptr::null_mut()
+    })
+}
+
+/// A call that destroys an object: once the daemon has let it go, its C structure (allocated
+/// as a `Box<T>`) is freed. 0, or the errno.
+///
+/// # Safety
+/// `object` must come from `Box::into_raw` and not be used again after success.
+pub(crate) unsafe fn free_after<T>(released: Result<(), i32>, object: *mut T) -> i32 {
+    match released {
+        Ok(()) => {
+            drop(unsafe { Box::from_raw(object) });
+            0
+        }
+        Err(e) => e,
+    }
+}
+
 /// Logs why a call failed when `SOFTRNIC_DEBUG` is set; returns the errno.
 pub(crate) fn fail(call: &str, e: &softrnic_device::client::Error) -> i32 {
     if std::env::var_os("SOFTRNIC_DEBUG").is_some() {

@@ -1,7 +1,6 @@
 //! Protection domains, memory regions, memory windows and address handles.
 
 use std::ffi::{c_int, c_void};
-use std::ptr;
 
 use softrnic_emu_core::{AddressHandle, MwBind, MwType, SendOp, SendWr};
 
@@ -9,7 +8,7 @@ use crate::abi::*;
 use crate::context::Context;
 use crate::convert;
 use crate::qp::Qp;
-use crate::set_errno;
+use crate::{free_after, or_null, set_errno};
 
 /// An address handle: the C structure, then the address vector UD work requests carry.
 #[repr(C)]
@@ -28,40 +27,27 @@ unsafe fn reg(
     length: usize,
     iova: u64,
     access: u32,
-) -> *mut ibv_mr {
+) -> Result<*mut ibv_mr, c_int> {
     if pd.is_null() {
-        set_errno(libc::EINVAL);
-        return ptr::null_mut();
+        return Err(libc::EINVAL);
     }
     if iova != addr as u64 {
-        set_errno(libc::EOPNOTSUPP);
-        return ptr::null_mut();
+        return Err(libc::EOPNOTSUPP);
     }
-    let access = match convert::access(access) {
-        Ok(a) => a,
-        Err(e) => {
-            set_errno(e);
-            return ptr::null_mut();
-        }
-    };
+    let access = convert::access(access)?;
     let ctx = Context::from_ibv((*pd).context);
-    match ctx.call("ibv_reg_mr", |c| {
+    let key = ctx.call("ibv_reg_mr", |c| {
         c.reg_mr((*pd).handle, addr as u64, length as u64, access)
-    }) {
-        Ok(key) => Box::into_raw(Box::new(ibv_mr {
-            context: (*pd).context,
-            pd,
-            addr,
-            length,
-            handle: key,
-            lkey: key,
-            rkey: key,
-        })),
-        Err(e) => {
-            set_errno(e);
-            ptr::null_mut()
-        }
-    }
+    })?;
+    Ok(Box::into_raw(Box::new(ibv_mr {
+        context: (*pd).context,
+        pd,
+        addr,
+        length,
+        handle: key,
+        lkey: key,
+        rkey: key,
+    })))
 }
 
 /// `ops.alloc_mw`.
@@ -69,37 +55,51 @@ pub unsafe extern "C" fn alloc_mw(pd: *mut ibv_pd, mw_type: u32) -> *mut ibv_mw 
     let t = match mw_type {
         IBV_MW_TYPE_1 => MwType::Type1,
         IBV_MW_TYPE_2 => MwType::Type2,
-        _ => {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        }
+        _ => return or_null(Err(libc::EINVAL)),
     };
     let ctx = Context::from_ibv((*pd).context);
-    match ctx.call("ibv_alloc_mw", |c| c.alloc_mw((*pd).handle, t)) {
-        Ok(key) => Box::into_raw(Box::new(ibv_mw {
-            context: (*pd).context,
-            pd,
-            rkey: key,
-            handle: key,
-            r#type: mw_type,
-        })),
-        Err(e) => {
-            set_errno(e);
-            ptr::null_mut()
-        }
-    }
+    or_null(
+        ctx.call("ibv_alloc_mw", |c| c.alloc_mw((*pd).handle, t))
+            .map(|key| {
+                Box::into_raw(Box::new(ibv_mw {
+                    context: (*pd).context,
+                    pd,
+                    rkey: key,
+                    handle: key,
+                    r#type: mw_type,
+                }))
+            }),
+    )
 }
 
 /// `ops.dealloc_mw`.
 pub unsafe extern "C" fn dealloc_mw(mw: *mut ibv_mw) -> c_int {
     let ctx = Context::from_ibv((*mw).context);
-    match ctx.call("ibv_dealloc_mw", |c| c.dealloc_mw((*mw).handle)) {
-        Ok(()) => {
-            drop(Box::from_raw(mw));
-            0
-        }
-        Err(e) => e,
+    free_after(
+        ctx.call("ibv_dealloc_mw", |c| c.dealloc_mw((*mw).handle)),
+        mw,
+    )
+}
+
+/// An address handle: checked here (a GRH, an existing source GID); the daemon resolves its
+/// MAC when a work request uses it.
+unsafe fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> Result<*mut ibv_ah, c_int> {
+    if pd.is_null() || attr.is_null() {
+        return Err(libc::EINVAL);
     }
+    let handle = convert::address(&*attr)?;
+    if handle.sgid_index as usize >= Context::from_ibv((*pd).context).gids()?.len() {
+        return Err(libc::EINVAL);
+    }
+    let ah = Box::new(Ah {
+        ah: ibv_ah {
+            context: (*pd).context,
+            pd,
+            handle: 0,
+        },
+        handle,
+    });
+    Ok(Box::into_raw(ah).cast())
 }
 
 /// `ops.bind_mw`: binds a type 1 window through the QP's send queue, as a BIND_MW work
@@ -161,16 +161,10 @@ exported! {
     /// `ibv_alloc_pd`.
     fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
         if context.is_null() {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
+            return or_null(Err(libc::EINVAL));
         }
-        match Context::from_ibv(context).call("ibv_alloc_pd", |c| c.alloc_pd()) {
-            Ok(h) => Box::into_raw(Box::new(ibv_pd { context, handle: h })),
-            Err(e) => {
-                set_errno(e);
-                ptr::null_mut()
-            }
-        }
+        let pd = Context::from_ibv(context).call("ibv_alloc_pd", |c| c.alloc_pd());
+        or_null(pd.map(|h| Box::into_raw(Box::new(ibv_pd { context, handle: h }))))
     }
 
     /// `ibv_dealloc_pd`: EBUSY while objects use it.
@@ -178,35 +172,29 @@ exported! {
         if pd.is_null() {
             return libc::EINVAL;
         }
-        match Context::from_ibv((*pd).context).call("ibv_dealloc_pd", |c| c.dealloc_pd((*pd).handle)) {
-            Ok(()) => {
-                drop(Box::from_raw(pd));
-                0
-            }
-            Err(e) => e,
-        }
+        let ctx = Context::from_ibv((*pd).context);
+        free_after(ctx.call("ibv_dealloc_pd", |c| c.dealloc_pd((*pd).handle)), pd)
     }
 
     /// `ibv_reg_mr`.
     fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
-        reg(pd, addr, length, addr as u64, access as u32)
+        or_null(reg(pd, addr, length, addr as u64, access as u32))
     }
 
     /// `ibv_reg_mr_iova`.
     fn ibv_reg_mr_iova(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: c_int) -> *mut ibv_mr {
-        reg(pd, addr, length, iova, access as u32)
+        or_null(reg(pd, addr, length, iova, access as u32))
     }
 
     /// `ibv_reg_mr_iova2` (what the `ibv_reg_mr` macro calls for non-constant flags).
     fn ibv_reg_mr_iova2(pd: *mut ibv_pd, addr: *mut c_void, length: usize, iova: u64, access: u32) -> *mut ibv_mr {
-        reg(pd, addr, length, iova, access)
+        or_null(reg(pd, addr, length, iova, access))
     }
 
     /// `ibv_reg_dmabuf_mr`: no dma-buf in a software NIC.
     fn ibv_reg_dmabuf_mr(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr {
         let _ = (pd, offset, length, iova, fd, access);
-        set_errno(libc::EOPNOTSUPP);
-        ptr::null_mut()
+        or_null(Err(libc::EOPNOTSUPP))
     }
 
     /// `ibv_rereg_mr`: not supported; EOPNOTSUPP returned and in errno, as rdma-core gives
@@ -222,50 +210,13 @@ exported! {
         if mr.is_null() {
             return libc::EINVAL;
         }
-        match Context::from_ibv((*mr).context).call("ibv_dereg_mr", |c| c.dereg_mr((*mr).lkey)) {
-            Ok(()) => {
-                drop(Box::from_raw(mr));
-                0
-            }
-            Err(e) => e,
-        }
+        let ctx = Context::from_ibv((*mr).context);
+        free_after(ctx.call("ibv_dereg_mr", |c| c.dereg_mr((*mr).lkey)), mr)
     }
 
-    /// `ibv_create_ah`: the address is checked here; the daemon resolves its MAC when a work
-    /// request uses it.
+    /// `ibv_create_ah`.
     fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
-        if pd.is_null() || attr.is_null() {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        }
-        let handle = match convert::address(&*attr) {
-            Ok(h) => h,
-            Err(e) => {
-                set_errno(e);
-                return ptr::null_mut();
-            }
-        };
-        let ctx = Context::from_ibv((*pd).context);
-        match ctx.gids() {
-            Ok(g) if (handle.sgid_index as usize) < g.len() => {}
-            Ok(_) => {
-                set_errno(libc::EINVAL);
-                return ptr::null_mut();
-            }
-            Err(e) => {
-                set_errno(e);
-                return ptr::null_mut();
-            }
-        }
-        let ah = Box::new(Ah {
-            ah: ibv_ah {
-                context: (*pd).context,
-                pd,
-                handle: 0,
-            },
-            handle,
-        });
-        Box::into_raw(ah).cast()
+        or_null(create_ah(pd, attr))
     }
 
     /// `ibv_destroy_ah`.
@@ -273,7 +224,6 @@ exported! {
         if ah.is_null() {
             return libc::EINVAL;
         }
-        drop(Box::from_raw(ah.cast::<Ah>()));
-        0
+        free_after(Ok(()), ah.cast::<Ah>())
     }
 }

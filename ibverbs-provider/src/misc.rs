@@ -8,7 +8,7 @@ use std::ptr;
 
 use crate::abi::*;
 use crate::context::Context;
-use crate::set_errno;
+use crate::{or_null, set_errno};
 
 /// A NUL-terminated string literal as a C string.
 macro_rules! cstr {
@@ -331,15 +331,13 @@ exported! {
     /// `ibv_import_device`: sharing a context between processes needs the kernel.
     fn ibv_import_device(cmd_fd: c_int) -> *mut ibv_context {
         let _ = cmd_fd;
-        set_errno(libc::EOPNOTSUPP);
-        ptr::null_mut()
+        or_null(Err(libc::EOPNOTSUPP))
     }
 
     /// `ibv_import_pd`.
     fn ibv_import_pd(context: *mut ibv_context, handle: u32) -> *mut ibv_pd {
         let _ = (context, handle);
-        set_errno(libc::EOPNOTSUPP);
-        ptr::null_mut()
+        or_null(Err(libc::EOPNOTSUPP))
     }
 
     /// `ibv_unimport_pd`.
@@ -350,8 +348,7 @@ exported! {
     /// `ibv_import_mr`.
     fn ibv_import_mr(pd: *mut ibv_pd, handle: u32) -> *mut ibv_mr {
         let _ = (pd, handle);
-        set_errno(libc::EOPNOTSUPP);
-        ptr::null_mut()
+        or_null(Err(libc::EOPNOTSUPP))
     }
 
     /// `ibv_unimport_mr`.
@@ -362,8 +359,7 @@ exported! {
     /// `ibv_import_dm`: no device memory.
     fn ibv_import_dm(context: *mut ibv_context, handle: u32) -> *mut ibv_dm {
         let _ = (context, handle);
-        set_errno(libc::EOPNOTSUPP);
-        ptr::null_mut()
+        or_null(Err(libc::EOPNOTSUPP))
     }
 
     /// `ibv_unimport_dm`.

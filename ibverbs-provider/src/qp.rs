@@ -2,13 +2,12 @@
 //! into their rings.
 
 use std::ffi::c_int;
-use std::ptr;
 
 use softrnic_emu_core::{QpInit, QpType};
 
 use crate::abi::*;
 use crate::context::Context;
-use crate::{convert, qp_ex, set_errno};
+use crate::{convert, or_null, qp_ex};
 
 /// A QP. `ibv_qp_ex` comes first and begins with `ibv_qp`, so both of the program's pointers
 /// lead here.
@@ -116,8 +115,7 @@ pub unsafe extern "C" fn create_qp_ex(
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
     if context.is_null() || attr.is_null() {
-        set_errno(libc::EINVAL);
-        return ptr::null_mut();
+        return or_null(Err(libc::EINVAL));
     }
     let a = &mut *attr;
     let known =
@@ -127,20 +125,12 @@ pub unsafe extern "C" fn create_qp_ex(
         || (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0
             && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0);
     if unsupported {
-        set_errno(libc::EOPNOTSUPP);
-        return ptr::null_mut();
+        return or_null(Err(libc::EOPNOTSUPP));
     }
     if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
-        set_errno(libc::EINVAL);
-        return ptr::null_mut();
+        return or_null(Err(libc::EINVAL));
     }
-    match create(context, a) {
-        Ok(p) => p.cast(),
-        Err(e) => {
-            set_errno(e);
-            ptr::null_mut()
-        }
-    }
+    or_null(create(context, a).map(|p| p.cast()))
 }
 
 /// Posts a chain of work requests: each converted and pushed into a ring, under one lock and
@@ -248,12 +238,40 @@ pub unsafe extern "C" fn post_srq_recv(
     )
 }
 
+/// Makes an SRQ.
+unsafe fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> Result<*mut Srq, c_int> {
+    if pd.is_null() || attr.is_null() {
+        return Err(libc::EINVAL);
+    }
+    let a = &(*attr).attr;
+    let (max_wr, max_sge) = (a.max_wr, a.max_sge);
+    let ctx = Context::from_ibv((*pd).context);
+    let id = ctx.call("ibv_create_srq", |c| {
+        c.create_srq((*pd).handle, max_wr, max_sge)
+    })?;
+    // SAFETY: plain data; a zeroed pthread mutex/cond is their initializer.
+    let mut srq: ibv_srq = std::mem::zeroed();
+    srq.context = (*pd).context;
+    srq.srq_context = (*attr).srq_context;
+    srq.pd = pd;
+    srq.handle = id;
+    let limit = 0;
+    let p = Box::into_raw(Box::new(Srq {
+        srq,
+        id,
+        max_wr,
+        max_sge,
+        limit,
+    }));
+    ctx.lock().objects.srqs.insert(id, p as usize);
+    Ok(p)
+}
+
 exported! {
     /// `ibv_create_qp`.
     fn ibv_create_qp(pd: *mut ibv_pd, attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
         if pd.is_null() || attr.is_null() {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
+            return or_null(Err(libc::EINVAL));
         }
         let i = &*attr;
         // SAFETY: plain data.
@@ -267,13 +285,7 @@ exported! {
         a.sq_sig_all = i.sq_sig_all;
         a.comp_mask = IBV_QP_INIT_ATTR_PD;
         a.pd = pd;
-        match create((*pd).context, &mut a) {
-            Ok(p) => p.cast(),
-            Err(e) => {
-                set_errno(e);
-                ptr::null_mut()
-            }
-        }
+        or_null(create((*pd).context, &mut a).map(|p| p.cast()))
     }
 
     /// `ibv_modify_qp`.
@@ -331,17 +343,11 @@ exported! {
         }
         let q = qp.cast::<Qp>();
         let qpn = (*q).qpn();
-        let ctx = (*q).ctx();
-        let mut state = ctx.lock();
-        match state.client.destroy_qp(qpn) {
-            Ok(()) => {
-                state.objects.qps.remove(&qpn);
-                drop(state);
-                drop(Box::from_raw(q));
-                0
-            }
-            Err(e) => crate::fail("ibv_destroy_qp", &e),
-        }
+        (*q).ctx().destroy("ibv_destroy_qp", q, |s| {
+            s.client.destroy_qp(qpn)?;
+            s.objects.qps.remove(&qpn);
+            Ok(())
+        })
     }
 
     /// `ibv_qp_to_qp_ex`.
@@ -351,29 +357,7 @@ exported! {
 
     /// `ibv_create_srq` (the limit is armed with `ibv_modify_srq`).
     fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
-        if pd.is_null() || attr.is_null() {
-            set_errno(libc::EINVAL);
-            return ptr::null_mut();
-        }
-        let a = &(*attr).attr;
-        let (max_wr, max_sge) = (a.max_wr, a.max_sge);
-        let ctx = Context::from_ibv((*pd).context);
-        let id = match ctx.call("ibv_create_srq", |c| c.create_srq((*pd).handle, max_wr, max_sge)) {
-            Ok(id) => id,
-            Err(e) => {
-                set_errno(e);
-                return ptr::null_mut();
-            }
-        };
-        // SAFETY: plain data; a zeroed pthread mutex/cond is their initializer.
-        let mut srq: ibv_srq = std::mem::zeroed();
-        srq.context = (*pd).context;
-        srq.srq_context = (*attr).srq_context;
-        srq.pd = pd;
-        srq.handle = id;
-        let p = Box::into_raw(Box::new(Srq { srq, id, max_wr, max_sge, limit: 0 }));
-        ctx.lock().objects.srqs.insert(id, p as usize);
-        p.cast()
+        or_null(create_srq(pd, attr).map(|p| p.cast()))
     }
 
     /// `ibv_modify_srq`: arms the limit (EINVAL beyond max_wr); resizing is EOPNOTSUPP.
@@ -418,16 +402,10 @@ exported! {
         }
         let s = srq.cast::<Srq>();
         let id = (*s).id;
-        let ctx = Context::from_ibv((*srq).context);
-        let mut state = ctx.lock();
-        match state.client.destroy_srq(id) {
-            Ok(()) => {
-                state.objects.srqs.remove(&id);
-                drop(state);
-                drop(Box::from_raw(s));
-                0
-            }
-            Err(e) => crate::fail("ibv_destroy_srq", &e),
-        }
+        Context::from_ibv((*srq).context).destroy("ibv_destroy_srq", s, |st| {
+            st.client.destroy_srq(id)?;
+            st.objects.srqs.remove(&id);
+            Ok(())
+        })
     }
 }

@@ -295,24 +295,20 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
 
     // Pingpongs, with data validated (-c), across the path MTU (1024 on both sides).
     let frames = captured(&peers.host, || {
+        let sizes = [
+            (
+                "ibv_rc_pingpong",
+                &["1", "1024", "4096", "10000", "65536"][..],
+            ),
+            ("ibv_ud_pingpong", &["64", "1000"]),
+        ];
         for server in both {
-            for size in ["1", "1024", "4096", "10000", "65536"] {
-                let r = peers.run(
-                    server,
-                    "-g",
-                    "ibv_rc_pingpong",
-                    &["-c", "-s", size, "-n", "50"],
-                );
-                check(format!("ibv_rc_pingpong -c -s {size}"), server, r.map(drop));
-            }
-            for size in ["64", "1000"] {
-                let r = peers.run(
-                    server,
-                    "-g",
-                    "ibv_ud_pingpong",
-                    &["-c", "-s", size, "-n", "50"],
-                );
-                check(format!("ibv_ud_pingpong -c -s {size}"), server, r.map(drop));
+            for (program, sizes) in sizes {
+                for size in sizes {
+                    let args = ["-c", "-s", size, "-n", "50"];
+                    let r = peers.run(server, "-g", program, &args);
+                    check(format!("{program} -c -s {size}"), server, r.map(drop));
+                }
             }
         }
     });
