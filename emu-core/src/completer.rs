@@ -9,7 +9,7 @@ use crate::cq::WcStatus;
 use crate::dma;
 use crate::memory::Memory;
 use crate::psn;
-use crate::qp::{Qp, Shared};
+use crate::qp::{Qp, SendWqe, Shared};
 use crate::time::{Instant, ack_timeout};
 use crate::wr::SendOp;
 
@@ -166,10 +166,7 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p
                 };
                 qp.fail_front(sh, status);
             }
-            Some(Syndrome::Reserved(_)) | None => {
-                sh.counters.req_remote_operational_errors += 1;
-                qp.fail_front(sh, WcStatus::BadRespErr);
-            }
+            Some(Syndrome::Reserved(_)) | None => bad_response(qp, sh),
         },
         Operation::RdmaReadResponse => read_response(qp, sh, now, pkt),
         Operation::AtomicAcknowledge => atomic_ack(qp, sh, now, pkt),
@@ -294,21 +291,38 @@ fn response_prologue<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -
     true
 }
 
+/// The sent WQE at the front when `p` falls within its PSNs: what a response at `p` answers.
+/// Anything else is counted as a duplicate.
+fn outstanding_at<'q, M>(qp: &'q Qp, sh: &mut Shared<M>, p: u32) -> Option<&'q SendWqe> {
+    let w = qp.sq.front()?;
+    if !qp.started(0) || psn::diff(p, w.first_psn) < 0 || psn::diff(p, w.last_psn) > 0 {
+        sh.counters.duplicate_response += 1;
+        return None;
+    }
+    Some(w)
+}
+
+/// A response of the wrong kind for the request it answers (a READ response for a SEND, an
+/// atomic ACK for a READ), a READ response of the wrong length, a reserved AETH syndrome: IBA
+/// 9.9.2 (requester side errors) calls these bad responses. The WQE completes with
+/// IBV_WC_BAD_RESP_ERR and the QP goes to the error state, as rxe does.
+fn bad_response<M>(qp: &mut Qp, sh: &mut Shared<M>) {
+    sh.counters.bad_response += 1;
+    qp.fail_front(sh, WcStatus::BadRespErr);
+}
+
 fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
     let p = pkt.repr.bth.psn;
     if !response_prologue(qp, sh, now, p) {
         return;
     }
     let mtu = qp.mtu(sh);
-    let Some(w) = qp.sq.front() else { return };
-    let SendOp::Read(_) = w.wr.op else {
-        sh.counters.duplicate_response += 1;
+    let Some(w) = outstanding_at(qp, sh, p) else {
         return;
     };
-    if !qp.started(0) || psn::diff(p, w.first_psn) < 0 || psn::diff(p, w.last_psn) > 0 {
-        sh.counters.duplicate_response += 1;
-        return;
-    }
+    let SendOp::Read(_) = w.wr.op else {
+        return bad_response(qp, sh);
+    };
     if p != qp.comp.psn {
         // A READ response is missing before this one (IBA 9.7.5.1.5).
         return implied_nak(qp, sh, now);
@@ -326,7 +340,7 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
         n == mtu && n < left
     };
     if !sane {
-        return qp.fail_front(sh, WcStatus::BadRespErr);
+        return bad_response(qp, sh);
     }
     let (pd, offset) = (qp.pd, w.read_done);
     if let Err(status) = dma::scatter(&mut sh.mem, &sh.keys, pd, &w.wr.sgl, offset, payload) {
@@ -346,10 +360,11 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
     if !response_prologue(qp, sh, now, p) {
         return;
     }
-    let Some(w) = qp.sq.front() else { return };
-    if !qp.started(0) || !w.wr.op.is_atomic() || w.first_psn != p {
-        sh.counters.duplicate_response += 1;
+    let Some(w) = outstanding_at(qp, sh, p) else {
         return;
+    };
+    if !w.wr.op.is_atomic() {
+        return bad_response(qp, sh);
     }
     let orig = pkt.repr.ext.atomic_ack_eth.map_or(0, |a| a.orig);
     let pd = qp.pd;

@@ -56,6 +56,8 @@ counters! {
     retransmitted_pkts,
     /// Duplicate or ghost ACKs and responses the completer ignored.
     duplicate_response,
+    /// Responses of the wrong kind or length for the request they answer, failing it.
+    bad_response,
     /// NAK remote access errors received.
     req_remote_access_errors,
     /// NAK invalid request errors received.

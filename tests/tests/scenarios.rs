@@ -675,6 +675,75 @@ fn unexpected_opcode_is_an_invalid_request() {
     assert_eq!(p.state(1), Some(QpState::Err));
 }
 
+/// A response of the wrong kind at the PSN of an outstanding request is a bad response (IBA
+/// 9.9.2): the WR fails with IBV_WC_BAD_RESP_ERR and the QP goes to the error state, flushing
+/// what follows. It must not be taken for a duplicate, nor the request resent.
+fn wrong_response(first: SendOp, response: Opcode, ext: ExtRepr, payload: &[u8]) {
+    let mut p = Pair::rc();
+    let (local, lkey) = p.buf(0, 8, 1, RW);
+    let (remote, rkey) = p.buf(1, 8, 0, RW);
+    p.recv(7, sge(remote, 8, rkey));
+    p.send(1, first, sge(local, 8, lkey));
+    let next = SendOp::Write(Remote { addr: remote, rkey });
+    p.send(2, next, sge(local, 8, lkey));
+    // The forged response reaches the requester before the responder's real answer.
+    let forged = p.sim.frame(1, 0, bth(response, p.qp[0], 0), ext, payload);
+    p.sim.inject(0, forged);
+    p.run();
+    let wcs = p.wcs(0);
+    let kinds: Vec<_> = wcs.iter().map(|w| (w.0, w.1)).collect();
+    assert_eq!(
+        kinds,
+        [(1, WcStatus::BadRespErr), (2, WcStatus::WrFlushErr)],
+        "{:?}",
+        p.lines()
+    );
+    assert_eq!(p.state(0), Some(QpState::Err));
+    assert_eq!(p.counters(0).bad_response, 1);
+    assert_eq!(p.counters(0).retransmitted_pkts, 0);
+}
+
+#[test]
+fn a_read_response_to_a_send_is_a_bad_response() {
+    let ext = ExtRepr {
+        aeth: Some(AethRepr {
+            syndrome: Syndrome::Ack(CreditCount::INVALID),
+            msn: 1,
+        }),
+        ..ExtRepr::default()
+    };
+    wrong_response(SendOp::Send, Opcode::RcReadResponseOnly, ext, &[0; 8]);
+}
+
+#[test]
+fn an_atomic_acknowledge_to_a_read_is_a_bad_response() {
+    let ext = ExtRepr {
+        aeth: Some(AethRepr {
+            syndrome: Syndrome::Ack(CreditCount::INVALID),
+            msn: 1,
+        }),
+        atomic_ack_eth: Some(softrnic_wire::AtomicAckEthRepr { orig: 5 }),
+        ..ExtRepr::default()
+    };
+    let read = SendOp::Read(Remote { addr: 0, rkey: 0 });
+    wrong_response(read, Opcode::RcAtomicAcknowledge, ext, &[]);
+}
+
+#[test]
+fn a_read_response_middle_to_an_atomic_is_a_bad_response() {
+    let atomic = SendOp::FetchAdd {
+        remote: Remote { addr: 0, rkey: 0 },
+        add: 1,
+    };
+    let payload = [0; 1024];
+    wrong_response(
+        atomic,
+        Opcode::RcReadResponseMiddle,
+        ExtRepr::default(),
+        &payload,
+    );
+}
+
 #[test]
 fn remote_operational_error() {
     let mut p = Pair::rc();
