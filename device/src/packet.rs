@@ -126,7 +126,21 @@ impl AfPacket {
     }
 }
 
-impl AfPacket {
+impl Link for AfPacket {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        let Some(n) = fill(&mut self.tx[self.tx_count]) else {
+            return false;
+        };
+        self.tx_len[self.tx_count] = n;
+        self.tx_count += 1;
+        // Sent in batches: when the batch is full, or when the caller next looks for received
+        // frames (the end of its burst).
+        if self.tx_count == BATCH {
+            self.flush();
+        }
+        true
+    }
+
     /// Sends the frames waiting, in one call.
     fn flush(&mut self) {
         if self.tx_count == 0 {
@@ -142,22 +156,6 @@ impl AfPacket {
         self.stats.tx += sent as u64;
         self.stats.tx_dropped += (self.tx_count - sent) as u64;
         self.tx_count = 0;
-    }
-}
-
-impl Link for AfPacket {
-    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
-        let Some(n) = fill(&mut self.tx[self.tx_count]) else {
-            return false;
-        };
-        self.tx_len[self.tx_count] = n;
-        self.tx_count += 1;
-        // Sent in batches: when the batch is full, or when the caller next looks for received
-        // frames (the end of its burst).
-        if self.tx_count == BATCH {
-            self.flush();
-        }
-        true
     }
 
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {

@@ -205,6 +205,48 @@ fn two_contexts_on_one_device() {
     assert_eq!(info.objects, [2, 4, 2, 2], "PDs, MRs, CQs, QPs");
 }
 
+/// On one host, a receiver that destroys its QP the moment it sees its last completion (as
+/// a program that exits then does) must not take the ACK for that message with it: the
+/// sender's SEND completes successfully every time, and the daemon never retransmits it.
+#[test]
+fn the_ack_leaves_before_the_receiver_sees_its_completion() {
+    let d = daemon("ack", 1);
+    let (mut a, mut b) = (context(d.path(), "srnic0"), context(d.path(), "srnic0"));
+    let msg = vec![7u8; 5000];
+    let rbuf = vec![0u8; 5000];
+    let ka = reg(&mut a.c, a.pd, &msg);
+    let kb = reg(&mut b.c, b.pd, &rbuf);
+    for round in 0..30 {
+        pair(&mut a, &mut b);
+        let sgl = sge(&rbuf, kb);
+        b.c.post_recv(b.qp, vec![RecvWr { wr_id: 1, sgl }]).unwrap();
+        a.c.post_send(a.qp, vec![wr(2, SendOp::Send, &msg, ka)])
+            .unwrap();
+        // Spin, as a busy-polling program does, and tear down at once.
+        let deadline = std::time::Instant::now() + WAIT;
+        while b.c.poll_cq(b.cq, 1).unwrap().is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no receive completion"
+            );
+        }
+        b.c.destroy_qp(b.qp).unwrap();
+        let sent = a.c.wait(a.cq, 1, WAIT).unwrap();
+        assert_eq!(sent[0].status, WcStatus::Success, "round {round}");
+        a.c.destroy_qp(a.qp).unwrap();
+        for ctx in [&mut a, &mut b] {
+            let init = QpInit::new(QpType::Rc, ctx.cq, QpCap::new(64, 2, 64));
+            ctx.qp = ctx.c.create_qp(ctx.pd, init).unwrap();
+        }
+    }
+    let counters = Client::connect(d.path())
+        .unwrap()
+        .counters("srnic0")
+        .unwrap();
+    assert_eq!(counters.retransmitted_pkts, 0);
+    assert_eq!(counters.local_ack_timeout_err, 0);
+}
+
 #[test]
 fn same_host_delivery_between_two_devices() {
     let d = daemon("two", 2);

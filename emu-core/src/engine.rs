@@ -852,6 +852,22 @@ impl<M: Memory> Engine<M> {
         None
     }
 
+    /// Like [`poll_transmit`](Self::poll_transmit), but only responses (ACKs, NAKs, READ
+    /// responses, atomic ACKs): what a caller that delivers frames to another engine in the
+    /// same pass sends before completions reach the program, so a responder's ACK leaves no
+    /// later than the completion it acknowledges is seen (a program may exit at once, taking
+    /// its QP with it). Requests wait for the next `poll_transmit`.
+    pub fn poll_response(&mut self, buf: &mut [u8]) -> Option<usize> {
+        for &qpn in &self.ready {
+            if let Some(qp) = self.qps.get_mut(&qpn)
+                && let Some(n) = responder::poll(qp, &mut self.sh, buf)
+            {
+                return Some(n);
+            }
+        }
+        None
+    }
+
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.qps

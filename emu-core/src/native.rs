@@ -58,6 +58,9 @@ pub trait Link {
     /// Calls `deliver` with the next received frame, if there is one. Returns whether there
     /// was.
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool;
+    /// Hands the frames `transmit` took to the network now. A link that batches them waits
+    /// otherwise for a full batch or the next `receive`.
+    fn flush(&mut self) {}
 }
 
 impl<L: Link + ?Sized> Link for Box<L> {
@@ -66,6 +69,9 @@ impl<L: Link + ?Sized> Link for Box<L> {
     }
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
         (**self).receive(deliver)
+    }
+    fn flush(&mut self) {
+        (**self).flush()
     }
 }
 

@@ -173,6 +173,31 @@ fn ibv_rc_pingpong_from_1_byte_to_1_mib_polling_and_with_events() {
     }
 }
 
+/// A capture must not change what happens on the wire: with one running, a receiver that
+/// exits right after its last completion still acknowledged everything (the sender's last
+/// SEND used to run out of retries 4 times in 10).
+#[test]
+fn a_capture_changes_nothing_for_a_program_that_exits_at_once() {
+    let _serial = serial();
+    let s = Setup::new(Topology::OneHost, "capt");
+    let frames = captured(s.server(), || {
+        for _ in 0..10 {
+            let args = ["ibv_rc_pingpong", "-n", "50", "-s", "5000"];
+            let (server, client) = s.run("-g", &args);
+            assert!(server.contains("50 iters in") && client.contains("50 iters in"));
+        }
+    });
+    assert!(!frames.is_empty());
+    let counters = s.server().softrnic(&["stat"]).output().unwrap();
+    let stat = text(&counters.stdout);
+    for zero in ["retransmitted_pkts", "local_ack_timeout_err"] {
+        assert!(
+            stat.lines().any(|l| l.trim() == format!("{zero}: 0")),
+            "{zero} in\n{stat}"
+        );
+    }
+}
+
 #[test]
 fn ibv_uc_ud_and_srq_pingpong() {
     let _serial = serial();

@@ -101,7 +101,7 @@ pub struct Daemon {
     epoch: StdInstant,
     frame: Vec<u8>,
     /// Same-host frames of a pass, and each device's MAC (kept to reuse their allocations).
-    local: (Vec<u8>, Vec<(usize, usize, usize)>),
+    local: Local,
     macs: Vec<Option<[u8; 6]>>,
     /// Frames seen while a capture runs: (device, outbound, bytes).
     taps: Vec<(usize, bool, Vec<u8>)>,
@@ -149,7 +149,7 @@ impl Daemon {
             uid: sys::uid(),
             epoch: StdInstant::now(),
             frame: vec![0; MAX_FRAME],
-            local: (Vec::new(), Vec::new()),
+            local: Local::default(),
             macs: Vec::new(),
             taps: Vec::new(),
         })
@@ -379,13 +379,15 @@ impl Daemon {
     /// memory lazily ([`ProcessMemory`]): a device's collected writes are made before it sends
     /// anything (an ACK must not overtake the data it acknowledges), and every device's at the
     /// end, before completions reach the rings. Same-host frames are handed over after every
-    /// device has sent, so their writes are collected too.
+    /// device has sent, so their writes are collected too; then the responses to them go out
+    /// in the same pass, so that, as on a hardware RNIC, an ACK leaves no later than the
+    /// completion it acknowledges reaches the program (which may exit at once and take its QP
+    /// with it).
     fn pump(&mut self) -> bool {
         let now = self.now();
         let mut any = false;
         let capturing = self.capturing();
-        // Same-host frames: their bytes back to back, and (device, start, length) of each.
-        let (mut local_bytes, mut local) = std::mem::take(&mut self.local);
+        let mut local = std::mem::take(&mut self.local);
         for d in 0..self.devices.len() {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
@@ -418,36 +420,75 @@ impl Daemon {
         macs.clear();
         macs.extend(self.devices.iter().map(|o| o.as_ref().map(|o| o.info.mac)));
         for d in 0..self.devices.len() {
-            let Some(dev) = self.devices[d].as_mut() else {
-                continue;
+            any |= self.transmit(d, now, Outgoing::All, &macs, &mut local);
+        }
+        // Responses do not call for responses: the second round of deliveries is the last.
+        while self.deliver_local(now, &mut local) {
+            any = true;
+            for d in 0..self.devices.len() {
+                self.transmit(d, now, Outgoing::Responses, &macs, &mut local);
+            }
+        }
+        self.local = local;
+        self.macs = macs;
+        for dev in self.devices.iter_mut().flatten() {
+            if let Some(link) = dev.wire.link() {
+                link.flush();
+            }
+            dev.engine.memory_mut().end_pass();
+        }
+        any
+    }
+
+    /// Sends what device `d`'s engine has (everything, or only its responses): onto its wire,
+    /// or for another device of this daemon (found by MAC) into `local`. Whether it sent any.
+    fn transmit(
+        &mut self,
+        d: usize,
+        now: Instant,
+        which: Outgoing,
+        macs: &[Option<[u8; 6]>],
+        local: &mut Local,
+    ) -> bool {
+        let capturing = self.capturing();
+        let Some(dev) = self.devices[d].as_mut() else {
+            return false;
+        };
+        dev.engine.memory_mut().flush();
+        let mut any = false;
+        loop {
+            let n = match which {
+                Outgoing::All => dev.engine.poll_transmit(now, &mut self.frame),
+                Outgoing::Responses => dev.engine.poll_response(&mut self.frame),
             };
-            dev.engine.memory_mut().flush();
-            while let Some(n) = dev.engine.poll_transmit(now, &mut self.frame) {
-                any = true;
-                let frame = &self.frame[..n];
-                if capturing {
-                    self.taps.push((d, true, frame.to_vec()));
-                }
-                let dst = &frame[..6];
-                match macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
-                    // Same-host traffic never touches the wire.
-                    Some(to) => {
-                        local.push((to, local_bytes.len(), n));
-                        local_bytes.extend_from_slice(frame);
-                    }
-                    None => {
-                        if let Some(link) = dev.wire.link() {
-                            link.transmit(&mut |buf: &mut [u8]| {
-                                buf[..frame.len()].copy_from_slice(frame);
-                                Some(frame.len())
-                            });
-                        }
+            let Some(n) = n else { break };
+            any = true;
+            let frame = &self.frame[..n];
+            if capturing {
+                self.taps.push((d, true, frame.to_vec()));
+            }
+            let dst = &frame[..6];
+            match macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
+                // Same-host traffic never touches the wire.
+                Some(to) => local.push(to, frame),
+                None => {
+                    if let Some(link) = dev.wire.link() {
+                        send_on(link, frame);
                     }
                 }
             }
         }
-        for &(to, start, len) in &local {
-            let frame = &local_bytes[start..start + len];
+        any
+    }
+
+    /// Hands the same-host frames in `local` to their devices' engines. Whether there were any.
+    fn deliver_local(&mut self, now: Instant, local: &mut Local) -> bool {
+        if local.frames.is_empty() {
+            return false;
+        }
+        let capturing = self.capturing();
+        for &(to, start, len) in &local.frames {
+            let frame = &local.bytes[start..start + len];
             if capturing {
                 self.taps.push((to, false, frame.to_vec()));
             }
@@ -455,14 +496,9 @@ impl Daemon {
                 target.engine.handle_packet(now, frame);
             }
         }
-        local_bytes.clear();
-        local.clear();
-        self.local = (local_bytes, local);
-        self.macs = macs;
-        for dev in self.devices.iter_mut().flatten() {
-            dev.engine.memory_mut().end_pass();
-        }
-        any
+        local.bytes.clear();
+        local.frames.clear();
+        true
     }
 
     /// Hands each engine's async events to the context that owns their object. This runs
@@ -713,6 +749,47 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// What [`Daemon::transmit`] takes from an engine.
+#[derive(Clone, Copy)]
+enum Outgoing {
+    All,
+    Responses,
+}
+
+/// Same-host frames of a pass: their bytes back to back, and (device, start, length) of each.
+/// Kept between passes to reuse the allocations.
+#[derive(Default)]
+struct Local {
+    bytes: Vec<u8>,
+    frames: Vec<(usize, usize, usize)>,
+}
+
+impl Local {
+    fn push(&mut self, to: usize, frame: &[u8]) {
+        self.frames.push((to, self.bytes.len(), frame.len()));
+        self.bytes.extend_from_slice(frame);
+    }
+}
+
+/// How many times a frame is offered to a link whose transmit ring is full (each try lets the
+/// kernel drain it) before it is dropped, as a congested wire would.
+const TX_TRIES: usize = 64;
+
+/// Puts `frame` on `link`, waiting briefly while its ring is full.
+fn send_on(link: &mut dyn Link, frame: &[u8]) {
+    for _ in 0..TX_TRIES {
+        let sent = link.transmit(&mut |buf: &mut [u8]| {
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        });
+        if sent {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    tracing::debug!(len = frame.len(), "transmit ring full: a frame dropped");
 }
 
 /// Starts a daemon on its own thread (for tests and `softrnic exec`); it stops when the handle

@@ -319,6 +319,12 @@ impl Link for AfXdp {
         sent
     }
 
+    fn flush(&mut self) {
+        if self.unkicked > 0 {
+            self.kick();
+        }
+    }
+
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
         // Frames the kernel has not taken yet (it takes at most 32 per kick) get another kick.
         if self.tx.free() < RING {
