@@ -56,6 +56,27 @@ impl From<io::Error> for Error {
 /// The result of a call.
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// What every call gives once the daemon is gone: EIO, as the kernel's verbs give once a
+/// device is removed or fails.
+fn gone() -> Error {
+    Error {
+        errno: libc::EIO,
+        message: "the softrnic daemon is gone (it stopped, or the device was taken down)".into(),
+    }
+}
+
+/// Whether an error on the connection means the daemon closed it.
+fn closed(e: &io::Error) -> bool {
+    use io::ErrorKind::*;
+    matches!(
+        e.kind(),
+        UnexpectedEof | BrokenPipe | ConnectionReset | ConnectionAborted | NotConnected
+    )
+}
+
+/// How many empty polls of a CQ pass between looks at whether the daemon is still there.
+const LIVENESS_EVERY: u32 = 64;
+
 /// A frame a capture saw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame {
@@ -140,6 +161,11 @@ pub struct Client {
     qp_srq: HashMap<u32, u32>,
     cqs: HashMap<u32, Ring>,
     scratch: Vec<u8>,
+    /// Set once the daemon has gone (it died, or closed this context): calls fail with EIO,
+    /// destroys succeed, and completions already in the rings can still be polled.
+    lost: bool,
+    /// Empty polls since the daemon was last seen to be there.
+    idle_polls: u32,
 }
 
 fn unexpected(r: Reply) -> Error {
@@ -175,6 +201,8 @@ impl Client {
             qp_srq: HashMap::new(),
             cqs: HashMap::new(),
             scratch: Vec::new(),
+            lost: false,
+            idle_polls: 0,
         };
         match c.call(Request::Hello {
             version: proto::VERSION,
@@ -195,23 +223,65 @@ impl Client {
         self.stream.as_raw_fd()
     }
 
+    /// Whether the daemon has gone: the device is lost to this context for good.
+    pub fn lost(&self) -> bool {
+        self.lost
+    }
+
+    /// An error talking to the daemon; one that says it closed the connection marks the
+    /// device lost.
+    fn broken(&mut self, e: io::Error) -> Error {
+        if closed(&e) {
+            self.lost = true;
+            return gone();
+        }
+        e.into()
+    }
+
     /// Sends one request and waits for its reply.
     pub fn call(&mut self, req: Request) -> Result<Reply> {
-        proto::send(&mut self.stream, &req)?;
-        match proto::recv(&mut self.stream)? {
-            Some(Reply::Error { errno, message }) => Err(Error { errno, message }),
-            Some(r) => Ok(r),
-            None => Err(Error {
-                errno: libc::ECONNRESET,
-                message: "the daemon closed the connection".into(),
-            }),
+        if self.lost {
+            return Err(gone());
         }
+        if let Err(e) = proto::send(&mut self.stream, &req) {
+            return Err(self.broken(e));
+        }
+        match proto::recv(&mut self.stream) {
+            Ok(Some(Reply::Error { errno, message })) => Err(Error { errno, message }),
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => {
+                self.lost = true;
+                Err(gone())
+            }
+            Err(e) => Err(self.broken(e)),
+        }
+    }
+
+    /// Sends one request whose reply carries up to `max_fds` descriptors, and reads it.
+    fn call_with_fds(&mut self, req: Request, max_fds: usize) -> Result<(Reply, Vec<OwnedFd>)> {
+        if self.lost {
+            return Err(gone());
+        }
+        if let Err(e) = proto::send(&mut self.stream, &req) {
+            return Err(self.broken(e));
+        }
+        self.reply_with_fds(max_fds)
     }
 
     fn ok(&mut self, req: Request) -> Result<()> {
         match self.call(req)? {
             Reply::Ok => Ok(()),
             r => Err(unexpected(r)),
+        }
+    }
+
+    /// A destroy. Once the daemon is gone its objects went with it, so the destroy succeeds
+    /// and the program can clean up (rdma-core takes a destroy's EIO after a device was
+    /// removed as success).
+    fn release(&mut self, req: Request) -> Result<()> {
+        match self.ok(req) {
+            Err(_) if self.lost => Ok(()),
+            r => r,
         }
     }
 
@@ -254,9 +324,8 @@ impl Client {
     /// Makes this connection a context of device `name`, and maps the region its work
     /// requests and completions travel through.
     pub fn open(&mut self, name: &str) -> Result<()> {
-        proto::send(&mut self.stream, &Request::Open { name: name.into() })?;
-        // The reply carries the region's memfd, the wake-up pipe and the async event pipe.
-        let (reply, fds) = self.reply_with_fds(3)?;
+        // The reply carries the region's memfd, the wake-up socket and the async event pipe.
+        let (reply, fds) = self.call_with_fds(Request::Open { name: name.into() }, 3)?;
         match reply {
             Reply::Ok if fds.len() == 3 => {
                 let [memfd, wake, async_fd] = <[OwnedFd; 3]>::try_from(fds).expect("three");
@@ -272,11 +341,17 @@ impl Client {
     /// Reads a reply whose first bytes carry up to `max_fds` descriptors.
     fn reply_with_fds(&mut self, max_fds: usize) -> Result<(Reply, Vec<OwnedFd>)> {
         let mut buf = vec![0u8; 4096];
-        let (n, fds) = sys::recv_fds(self.stream.as_raw_fd(), &mut buf, max_fds)?;
+        let (n, fds) = match sys::recv_fds(self.stream.as_raw_fd(), &mut buf, max_fds) {
+            Ok((0, _)) => return Err(self.broken(io::ErrorKind::UnexpectedEof.into())),
+            Ok(got) => got,
+            Err(e) => return Err(self.broken(e)),
+        };
         buf.truncate(n);
         if buf.len() < 4 {
             let mut rest = vec![0u8; 4 - buf.len()];
-            self.stream.read_exact(&mut rest)?;
+            if let Err(e) = self.stream.read_exact(&mut rest) {
+                return Err(self.broken(e));
+            }
             buf.extend_from_slice(&rest);
         }
         let len = u32::from_le_bytes(buf[..4].try_into().expect("4 bytes")) as usize;
@@ -287,7 +362,9 @@ impl Client {
             });
         }
         let mut rest = vec![0u8; (4 + len).saturating_sub(buf.len())];
-        self.stream.read_exact(&mut rest)?;
+        if let Err(e) = self.stream.read_exact(&mut rest) {
+            return Err(self.broken(e));
+        }
         buf.extend_from_slice(&rest);
         match proto::decode::<Reply>(&buf[4..])? {
             Reply::Error { errno, message } => Err(Error { errno, message }),
@@ -307,13 +384,17 @@ impl Client {
     }
 
     /// Tells the daemon work was posted: a doorbell count, and a wake-up only if it sleeps.
-    pub fn doorbell(&self) {
+    /// A wake-up that finds the daemon gone marks the device lost: EIO, as nothing posted
+    /// will be done.
+    pub fn doorbell(&mut self) -> Result<()> {
         if let Some((region, wake)) = &self.region {
             region.ring_doorbell();
-            if region.sleeping() {
-                sys::notify(wake.as_raw_fd());
+            if region.sleeping() && !sys::wake(wake.as_raw_fd()) {
+                self.lost = true;
+                return Err(gone());
             }
         }
+        Ok(())
     }
 
     /// `ibv_query_device`.
@@ -347,7 +428,7 @@ impl Client {
 
     /// `ibv_dealloc_pd`.
     pub fn dealloc_pd(&mut self, pd: u32) -> Result<()> {
-        self.ok(Request::DeallocPd(pd))
+        self.release(Request::DeallocPd(pd))
     }
 
     /// `ibv_reg_mr` of `len` bytes at `addr` in this process.
@@ -362,7 +443,7 @@ impl Client {
 
     /// `ibv_dereg_mr`.
     pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
-        self.ok(Request::DeregMr(key))
+        self.release(Request::DeregMr(key))
     }
 
     /// `ibv_create_cq`.
@@ -384,7 +465,7 @@ impl Client {
 
     /// `ibv_destroy_cq`.
     pub fn destroy_cq(&mut self, cq: u32) -> Result<()> {
-        self.ok(Request::DestroyCq(cq))?;
+        self.release(Request::DestroyCq(cq))?;
         self.cqs.remove(&cq);
         Ok(())
     }
@@ -437,7 +518,7 @@ impl Client {
 
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        self.ok(Request::DestroyQp(qpn))?;
+        self.release(Request::DestroyQp(qpn))?;
         self.sqs.remove(&qpn);
         self.rqs.remove(&qpn);
         self.qp_srq.remove(&qpn);
@@ -450,8 +531,8 @@ impl Client {
     /// (the daemon leaves WRs in the ring while the QP's queue has no room).
     pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
         let result = push_all(wrs, |wr| self.push_send(qpn, wr));
-        self.doorbell();
-        result
+        let rung = self.doorbell();
+        result.and(rung)
     }
 
     /// Puts one send work request into the QP's ring, with `post_send`'s checks; the caller
@@ -461,6 +542,9 @@ impl Client {
             errno: libc::EINVAL,
             message: m.into(),
         };
+        if self.lost {
+            return Err(gone());
+        }
         let sq = self.sqs.get(&qpn).ok_or_else(|| einval("no such QP"))?;
         // What the engine would refuse is refused here, at post time, as rxe does: the daemon
         // takes the WR later, when the program can no longer be told.
@@ -497,12 +581,15 @@ impl Client {
     /// `ibv_post_recv`, through the QP's receive ring.
     pub fn post_recv(&mut self, qpn: u32, wrs: Vec<RecvWr>) -> Result<()> {
         let result = push_all(wrs, |wr| self.push_recv(qpn, &wr));
-        self.doorbell();
-        result
+        let rung = self.doorbell();
+        result.and(rung)
     }
 
     /// Puts one receive work request into the QP's ring; the caller rings the doorbell.
     pub fn push_recv(&mut self, qpn: u32, wr: &RecvWr) -> Result<()> {
+        if self.lost {
+            return Err(gone());
+        }
         // Receives may be posted from INIT on, not in RESET (IBA 10.8.2.2; rxe: EINVAL).
         if self
             .sqs
@@ -531,7 +618,22 @@ impl Client {
             out.push(proto::decode::<Wc>(&self.scratch)?);
         }
         if was_full && !out.is_empty() {
-            self.doorbell();
+            // A daemon gone is found below, when the ring is empty.
+            let _ = self.doorbell();
+        }
+        if out.is_empty() {
+            // Completions already in the ring are the program's even after the daemon has
+            // gone; then polls fail, as on a device that was removed. A program spinning here
+            // makes no other call, so it is looked for every few polls.
+            self.idle_polls += 1;
+            if self.idle_polls.is_multiple_of(LIVENESS_EVERY)
+                && sys::hung_up(self.stream.as_raw_fd())
+            {
+                self.lost = true;
+            }
+            if self.lost {
+                return Err(gone());
+            }
         }
         // A receive completion frees its work request's place in the queue.
         for wc in out.iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
@@ -549,8 +651,7 @@ impl Client {
     /// `ibv_create_comp_channel`: the channel and its fd, which gets a byte each time an armed
     /// CQ on it gets a completion.
     pub fn create_comp_channel(&mut self) -> Result<(u32, OwnedFd)> {
-        proto::send(&mut self.stream, &Request::CreateCompChannel)?;
-        let (reply, mut fds) = self.reply_with_fds(1)?;
+        let (reply, mut fds) = self.call_with_fds(Request::CreateCompChannel, 1)?;
         match (reply, fds.pop()) {
             (Reply::Handle(id), Some(fd)) => {
                 self.cq_events.insert(id, VecDeque::new());
@@ -589,7 +690,7 @@ impl Client {
 
     /// `ibv_destroy_comp_channel`.
     pub fn destroy_comp_channel(&mut self, channel: u32) -> Result<()> {
-        self.ok(Request::DestroyCompChannel(channel))?;
+        self.release(Request::DestroyCompChannel(channel))?;
         self.cq_events.remove(&channel);
         Ok(())
     }
@@ -636,12 +737,15 @@ impl Client {
     /// `ibv_post_srq_recv`, through the SRQ's ring.
     pub fn post_srq_recv(&mut self, srq: u32, wrs: Vec<RecvWr>) -> Result<()> {
         let result = push_all(wrs, |wr| self.push_srq_recv(srq, &wr));
-        self.doorbell();
-        result
+        let rung = self.doorbell();
+        result.and(rung)
     }
 
     /// Puts one receive work request into the SRQ's ring; the caller rings the doorbell.
     pub fn push_srq_recv(&mut self, srq: u32, wr: &RecvWr) -> Result<()> {
+        if self.lost {
+            return Err(gone());
+        }
         queue(self.srqs.get_mut(&srq))?.push(wr)
     }
 
@@ -657,12 +761,12 @@ impl Client {
 
     /// `ibv_dealloc_mw`.
     pub fn dealloc_mw(&mut self, key: u32) -> Result<()> {
-        self.ok(Request::DeallocMw(key))
+        self.release(Request::DeallocMw(key))
     }
 
     /// `ibv_destroy_srq`.
     pub fn destroy_srq(&mut self, srq: u32) -> Result<()> {
-        self.ok(Request::DestroySrq(srq))?;
+        self.release(Request::DestroySrq(srq))?;
         self.srqs.remove(&srq);
         Ok(())
     }

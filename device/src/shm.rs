@@ -7,7 +7,7 @@
 //! consumes. A slot holds one bincode message behind its length.
 //!
 //! Doorbells cost a syscall only when the daemon sleeps: the program bumps the region's doorbell
-//! counter after producing, and writes the wake-up pipe only if the daemon has said it is
+//! counter after producing, and writes the wake-up socket only if the daemon has said it is
 //! going to sleep. The daemon says so, then looks at every ring once more before it sleeps, so
 //! a work request produced in between is never left waiting.
 //!
@@ -118,7 +118,7 @@ impl Region {
             .store(u32::from(sleeping), Ordering::SeqCst);
     }
 
-    /// Whether the daemon sleeps (the program then writes the wake-up pipe).
+    /// Whether the daemon sleeps (the program then writes the wake-up socket).
     pub fn sleeping(&self) -> bool {
         self.atomic(SLEEPING).load(Ordering::SeqCst) != 0
     }

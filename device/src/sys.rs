@@ -468,6 +468,40 @@ pub fn notify_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((read, write))
 }
 
+/// The wake-up channel a program writes to when the daemon sleeps: (daemon's end, program's
+/// end), both non-blocking. A socket pair, not a pipe: a program that writes after the daemon
+/// died gets EPIPE (through [`wake`]), where a pipe would kill it with SIGPIPE.
+pub fn wake_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: `fds` has room for the two descriptors socketpair writes.
+    check(unsafe { libc::socketpair(libc::AF_UNIX, kind, 0, fds.as_mut_ptr()) })?;
+    // SAFETY: fresh descriptors nobody else owns.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Writes a wake-up byte to the program's end of a [`wake_pair`]; `false` once the daemon's
+/// end is gone. A full buffer already says there is something to read.
+pub fn wake(fd: RawFd) -> bool {
+    let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT;
+    // SAFETY: the byte outlives the call and its length is passed.
+    let n = unsafe { libc::send(fd, [1u8].as_ptr().cast(), 1, flags) };
+    n == 1 || io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
+/// Whether the other end of a connected socket has closed (checked without waiting or
+/// reading).
+pub fn hung_up(fd: RawFd) -> bool {
+    let mut p = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one pollfd, which outlives the call.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
+}
+
 /// Writes one notification byte (a full pipe already says there is something to read).
 pub fn notify(fd: RawFd) {
     // SAFETY: the byte outlives the call and its length is passed.
@@ -584,13 +618,6 @@ pub fn recv_fds(sock: RawFd, buf: &mut [u8], max_fds: usize) -> io::Result<(usiz
         }
     }
     Ok((n as usize, fds))
-}
-
-/// Empties a non-blocking notification pipe.
-pub fn drain_pipe(fd: RawFd) {
-    let mut buf = [0u8; 256];
-    // SAFETY: `buf` outlives each call and its length is passed.
-    while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } == buf.len() as isize {}
 }
 
 /// Sets O_NONBLOCK on a descriptor's open file description.

@@ -32,6 +32,8 @@ pub struct State {
     pub client: Client,
     /// Objects by handle.
     pub objects: Objects,
+    /// Whether IBV_EVENT_DEVICE_FATAL was given (once the daemon is gone).
+    pub fatal_reported: bool,
 }
 
 /// A device context. `verbs_context` comes first, and `ibv_context` is its last member, so the
@@ -123,6 +125,7 @@ fn open(device: *mut Device) -> Result<*mut Context, Error> {
         state: Mutex::new(State {
             client,
             objects: Objects::default(),
+            fatal_reported: false,
         }),
     }));
     // SAFETY: just allocated.
@@ -436,7 +439,8 @@ exported! {
     }
 
     /// `ibv_get_async_event`: blocks (unless the program made `async_fd` non-blocking, when it
-    /// fails with EAGAIN) until an event comes.
+    /// fails with EAGAIN) until an event comes. When the daemon is gone (the device is lost)
+    /// it gives IBV_EVENT_DEVICE_FATAL once, then fails with EIO.
     fn ibv_get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
         if context.is_null() || event.is_null() {
             set_errno(libc::EINVAL);
@@ -444,23 +448,39 @@ exported! {
         }
         let ctx = Context::from_ibv(context);
         loop {
-            if let Err(e) = crate::take_notification((*context).async_fd) {
-                set_errno(e);
-                return -1;
-            }
-            let mut state = ctx.lock();
-            let e = match state.client.async_event() {
-                Ok(e) => e,
+            let open = match crate::take_notification((*context).async_fd) {
+                Ok(open) => open,
                 Err(e) => {
-                    set_errno(crate::fail("ibv_get_async_event", &e));
+                    set_errno(e);
                     return -1;
                 }
             };
-            // An event for an object already destroyed is dropped.
-            if let Some(ev) = async_event(&state.objects, e) {
-                *event = ev;
-                return 0;
+            let mut state = ctx.lock();
+            if open {
+                match state.client.async_event() {
+                    // An event for an object already destroyed is dropped.
+                    Ok(e) => match async_event(&state.objects, e) {
+                        Some(ev) => {
+                            *event = ev;
+                            return 0;
+                        }
+                        None => continue,
+                    },
+                    Err(_) if state.client.lost() => {}
+                    Err(e) => {
+                        set_errno(crate::fail("ibv_get_async_event", &e));
+                        return -1;
+                    }
+                }
             }
+            if std::mem::replace(&mut state.fatal_reported, true) {
+                set_errno(libc::EIO);
+                return -1;
+            }
+            // SAFETY: plain data.
+            *event = std::mem::zeroed();
+            (*event).event_type = IBV_EVENT_DEVICE_FATAL;
+            return 0;
         }
     }
 

@@ -357,9 +357,17 @@ exported! {
         let ctx = Context::from_ibv((*channel).context);
         let id = (*channel.cast::<Channel>()).id;
         loop {
-            if let Err(e) = crate::take_notification((*channel).fd) {
-                set_errno(e);
-                return -1;
+            // A channel whose daemon is gone fails, as one of a removed device does.
+            match crate::take_notification((*channel).fd) {
+                Ok(true) => {}
+                Ok(false) => {
+                    set_errno(libc::EIO);
+                    return -1;
+                }
+                Err(e) => {
+                    set_errno(e);
+                    return -1;
+                }
             }
             let mut state = ctx.lock();
             let cq = match state.client.cq_event(id) {

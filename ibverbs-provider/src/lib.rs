@@ -57,11 +57,13 @@ pub(crate) fn set_errno(e: i32) {
 }
 
 /// Takes one notification byte from a channel's or the context's event fd, blocking or not as
-/// the program set the fd; the errno otherwise (EAGAIN when none waits on a non-blocking fd).
-pub(crate) fn take_notification(fd: std::ffi::c_int) -> Result<(), i32> {
+/// the program set the fd: `Ok(true)`, or `Ok(false)` when the daemon's end has closed (the
+/// daemon is gone); the errno otherwise (EAGAIN when none waits on a non-blocking fd).
+pub(crate) fn take_notification(fd: std::ffi::c_int) -> Result<bool, i32> {
     match softrnic_device::sys::take_notification(fd) {
-        Ok(true) => Ok(()),
+        Ok(true) => Ok(true),
         Ok(false) => Err(libc::EAGAIN),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
         Err(e) => Err(e.raw_os_error().unwrap_or(libc::EIO)),
     }
 }

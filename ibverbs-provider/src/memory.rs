@@ -146,8 +146,8 @@ pub unsafe extern "C" fn bind_mw(
     let q = &*qp.cast::<Qp>();
     match q.ctx().call("ibv_bind_mw", |c| {
         let r = c.push_send(q.qpn(), wr);
-        c.doorbell();
-        r
+        let rung = c.doorbell();
+        r.and(rung)
     }) {
         Ok(()) => {
             (*mw).rkey = new;

@@ -156,7 +156,15 @@ unsafe fn post_chain<W>(
         }
         wr = next(&*wr);
     }
-    state.client.doorbell();
+    if let Err(e) = state.client.doorbell()
+        && result == 0
+    {
+        // The daemon is gone: nothing of the chain will be done.
+        if !bad.is_null() {
+            *bad = first;
+        }
+        result = errno(e);
+    }
     if result != 0 && std::env::var_os("SOFTRNIC_DEBUG").is_some() {
         eprintln!("softrnic: {call}: errno {result}");
     }

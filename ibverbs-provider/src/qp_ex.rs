@@ -101,8 +101,8 @@ unsafe extern "C" fn wr_complete(p: *mut ibv_qp_ex) -> c_int {
             .wrs
             .into_iter()
             .try_for_each(|wr| c.push_send(qpn, wr));
-        c.doorbell();
-        r
+        let rung = c.doorbell();
+        r.and(rung)
     });
     drop(batch.inline);
     result.err().unwrap_or(0)

@@ -6,8 +6,10 @@
 
 mod common;
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use common::*;
 use softrnic_device::client::Client;
@@ -504,14 +506,14 @@ fn exec_starts_a_daemon_with_a_local_device_when_none_runs() {
     let _ = std::fs::remove_file(socket.with_extension("log"));
 }
 
-#[test]
-fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_epoll() {
-    let _serial = serial();
-    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("events");
+/// Compiles `tests/c/NAME.c` against Debian's libibverbs headers.
+fn c_program(name: &str) -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let cc = Command::new("cc")
         .args(["-O1", "-Wall", "-Werror", "-o"])
         .arg(&exe)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/c/events.c"))
+        .arg(src)
         .arg("-libverbs")
         .output()
         .expect("cc (gcc)");
@@ -520,6 +522,13 @@ fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_e
         "compiling needs gcc and libibverbs-dev: {}",
         text(&cc.stderr)
     );
+    exe
+}
+
+#[test]
+fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_epoll() {
+    let _serial = serial();
+    let exe = c_program("events");
     let host = Host::start("events", None, None);
     let out = host.program(&[exe.display().to_string()]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -613,4 +622,86 @@ fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(said.contains("started the daemon"), "{said}");
     assert!(client.contains("100 iters in") && served.contains("100 iters in"));
+}
+
+/// The daemon is the device: when it dies, a program learns it at once, as from a device
+/// that failed or was removed under rdma-core (DEVICE_FATAL, then EIO), and no verb hangs.
+#[test]
+fn a_c_program_is_told_when_the_daemon_dies() {
+    let _serial = serial();
+    let exe = c_program("fatal");
+    let mut host = Host::start("fatal", None, None);
+    let mut program = host
+        .program(&[exe.display().to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(program.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    // Killed while it sleeps in poll(2), so the program's next post has to wake it.
+    let wchan = format!("/proc/{}/wchan", host.daemon.id());
+    let deadline = Instant::now() + LIMIT;
+    while !std::fs::read_to_string(&wchan).unwrap().contains("poll") {
+        assert!(Instant::now() < deadline, "the daemon never went to sleep");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    host.daemon.kill().unwrap();
+    host.daemon.wait().unwrap();
+    writeln!(program.stdin.take().unwrap(), "go").unwrap();
+    let mut program = Running(program);
+    let status = program.wait_at_most(LIMIT).expect("a verb hung");
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let mut err = String::new();
+    program
+        .0
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{rest}{err}");
+    assert_eq!(rest, "ok\n");
+}
+
+/// Two perftest programs moving data when the daemon is killed stop with an error at once
+/// (they spun with no completion and no error until their 30 seconds were up).
+#[test]
+fn perftest_stops_when_the_daemon_dies() {
+    let _serial = serial();
+    let mut s = Setup::new(Topology::OneHost, "died");
+    let port = next_port();
+    let gid = s.server().gid.to_string();
+    let args = |peer: Option<&str>| {
+        let mut v: Vec<String> = ["ib_write_bw", "-D", "30", "-x", &gid, "-p", &port]
+            .map(String::from)
+            .into();
+        v.extend(peer.map(String::from));
+        v
+    };
+    let spawn = |argv: Vec<String>| {
+        let mut child = s.server().program(&argv);
+        child.stdout(Stdio::piped()).stderr(Stdio::piped());
+        Running(child.spawn().unwrap())
+    };
+    let mut server = spawn(args(None));
+    wait_listening(None, &port);
+    let mut client = spawn(args(Some("127.0.0.1")));
+    // Both are in the measurement once the server has counters to show in its statistics.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(server.0.try_wait().unwrap().is_none() && client.0.try_wait().unwrap().is_none());
+    let died = Instant::now();
+    let daemon = &mut s.hosts[0].daemon;
+    daemon.kill().unwrap();
+    daemon.wait().unwrap();
+    for (name, p) in [("server", &mut server), ("client", &mut client)] {
+        let status = p.wait_at_most(Duration::from_secs(20));
+        let status = status.unwrap_or_else(|| panic!("the {name} still runs"));
+        assert!(!status.success(), "the {name} succeeded");
+    }
+    eprintln!("both stopped {:?} after the daemon died", died.elapsed());
 }

@@ -325,11 +325,10 @@ impl Daemon {
                     Err(e) => return error(libc::ENOMEM, format!("shared region: {e}")),
                 };
                 // The program writes a byte to wake the daemon; the daemon reads the other end.
-                let (wake, wake_write) = match sys::notify_pipe() {
+                let (wake, wake_write) = match sys::wake_pair() {
                     Ok(p) => p,
-                    Err(e) => return error(libc::EMFILE, format!("pipe: {e}")),
+                    Err(e) => return error(libc::EMFILE, format!("socketpair: {e}")),
                 };
-                sys::set_nonblocking(wake.as_raw_fd());
                 let (async_read, async_write) = match sys::notify_pipe() {
                     Ok(p) => p,
                     Err(e) => return error(libc::EMFILE, format!("pipe: {e}")),

@@ -44,7 +44,7 @@ pub struct Rings {
 }
 
 impl Rings {
-    /// The rings of a region, with the pipe the program writes to to wake the daemon.
+    /// The rings of a region, with the socket the program writes to to wake the daemon.
     pub fn new(region: Arc<Region>, wake: OwnedFd) -> Rings {
         Rings {
             region: Some(region),
@@ -53,7 +53,7 @@ impl Rings {
         }
     }
 
-    /// The wake-up pipe, for poll(2).
+    /// The wake-up socket, for poll(2).
     pub fn wake_fd(&self) -> Option<RawFd> {
         self.wake.as_ref().map(AsRawFd::as_raw_fd)
     }
@@ -132,7 +132,7 @@ impl Rings {
             r.set_sleeping(sleeping);
         }
         if !sleeping && let Some(w) = &self.wake {
-            sys::drain_pipe(w.as_raw_fd());
+            sys::drain(w);
         }
     }
 }

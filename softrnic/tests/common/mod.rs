@@ -6,7 +6,7 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
@@ -117,20 +117,26 @@ impl Drop for Host {
 pub struct Running(pub Child);
 
 impl Running {
-    /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
-    /// output if it failed.
-    pub fn finish(&mut self, what: &[&str]) -> String {
-        let deadline = Instant::now() + LIMIT;
-        let status = loop {
+    /// Waits for the program at most `limit`; its status, or `None` (and killed) if it still
+    /// ran.
+    pub fn wait_at_most(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
             if let Some(s) = self.0.try_wait().expect("wait") {
-                break Some(s);
+                return Some(s);
             }
             if Instant::now() > deadline {
                 let _ = self.0.kill();
-                break None;
+                return None;
             }
             std::thread::sleep(Duration::from_millis(10));
-        };
+        }
+    }
+
+    /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
+    /// output if it failed.
+    pub fn finish(&mut self, what: &[&str]) -> String {
+        let status = self.wait_at_most(LIMIT);
         let mut out = String::new();
         let mut err = String::new();
         self.0.stdout.take().map(|mut s| s.read_to_string(&mut out));
