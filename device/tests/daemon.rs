@@ -611,6 +611,7 @@ fn two_daemons_over(tag: &str, backend: softrnic_device::proto::BackendKind) {
             };
             let info = admin.up(up).unwrap();
             assert_eq!(info.backend, backend);
+            assert_eq!(info.backend_reason, format!("{backend:?} as asked"));
             d
         })
         .collect();
@@ -646,6 +647,12 @@ fn the_gid_table_follows_address_changes() {
         netns: Some(pair.path(0)),
     };
     let info = c.up(up).unwrap();
+    // No backend was asked for: the reason says how this one was chosen.
+    assert!(
+        !info.backend_reason.contains("as asked"),
+        "{}",
+        info.backend_reason
+    );
     c.open(&info.name).unwrap();
     let has = |c: &mut Client, want: &str| c.gids().unwrap().iter().any(|g| g.to_string() == want);
     let wait_for = |c: &mut Client, want: &str, present: bool| {

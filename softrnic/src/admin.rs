@@ -81,6 +81,23 @@ pub fn connect_or_start() -> Result<Client, String> {
     }
 }
 
+/// Connects to the daemon, starting one and adding a local device first if none is there (what
+/// `exec` and `capture` need before a program runs).
+pub fn connect_with_a_device() -> Result<Client, String> {
+    let mut client = connect_or_start()?;
+    if client.devices().map_err(|e| e.to_string())?.is_empty() {
+        let info = client
+            .up(UpRequest {
+                netdev: None,
+                backend: Some(BackendKind::Local),
+                netns: None,
+            })
+            .map_err(|e| e.to_string())?;
+        eprintln!("softrnic: added {} (local, same host only)", info.name);
+    }
+    Ok(client)
+}
+
 fn connect() -> Result<Client, String> {
     Client::connect(&socket()).map_err(|e| e.to_string())
 }
@@ -205,21 +222,28 @@ pub fn stat(device: Option<String>) -> Result<(), String> {
     Ok(())
 }
 
-/// `softrnic capture`.
+/// `softrnic capture`. The daemon is started (with a local device) if none runs, so a capture
+/// started before a CI job's programs sees all their frames. The file is readable at any
+/// moment: it holds whole blocks, flushed when the daemon has nothing more to hand over and at
+/// least once a second, so a job killed mid-capture leaves a file that tools read.
 pub fn capture(
     path: &std::path::Path,
     device: Option<&str>,
     count: Option<u64>,
 ) -> Result<(), String> {
-    let mut c = connect()?;
+    /// The longest a captured frame waits in memory before it is in the file.
+    const FLUSH_EVERY: Duration = Duration::from_secs(1);
+    let mut c = connect_with_a_device()?;
     c.capture(device).map_err(|e| e.to_string())?;
     let file = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut out = softrnic::capture::LiveWriter::new(std::io::BufWriter::new(file))
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    out.flush().map_err(|e| e.to_string())?;
     eprintln!("softrnic: capturing to {} (Ctrl-C to stop)", path.display());
     static STOP: AtomicBool = AtomicBool::new(false);
     softrnic_device::sys::on_termination(&STOP);
     let (mut n, mut lost) = (0, 0);
+    let mut flushed = Instant::now();
     while count.is_none_or(|c| n < c) {
         // Wake up now and then to notice Ctrl-C; after it, write what the daemon had already
         // captured (until it has been quiet for a moment), then stop.
@@ -228,17 +252,21 @@ pub fn capture(
             if stopping {
                 break;
             }
+            out.flush().map_err(|e| e.to_string())?;
+            flushed = Instant::now();
             continue;
         }
         let Some(f) = c.next_frame().map_err(|e| e.to_string())? else {
+            eprintln!("softrnic: the daemon stopped");
             break;
         };
         lost += f.dropped;
         out.write(&f.device, f.outbound, f.unix_nanos, f.dropped, &f.data)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         n += 1;
-        if n % 64 == 0 {
+        if flushed.elapsed() >= FLUSH_EVERY || !c.readable(0) {
             out.flush().map_err(|e| e.to_string())?;
+            flushed = Instant::now();
         }
     }
     out.flush().map_err(|e| e.to_string())?;

@@ -154,19 +154,33 @@ pub fn sample_frames() -> Vec<CapturedFrame> {
 }
 
 /// A pcapng file being written live: one interface per device, nanosecond timestamps, and each
-/// packet's direction (EPB flags), so Wireshark shows which way it went.
+/// packet's direction (EPB flags), so Wireshark shows which way it went. Each block reaches
+/// `out` in one write, so what has been flushed is always a readable capture.
 pub struct LiveWriter<W: Write> {
-    writer: pcap_file::pcapng::PcapNgWriter<W>,
+    /// Blocks are made here, then moved to `out` whole.
+    staging: pcap_file::pcapng::PcapNgWriter<Vec<u8>>,
+    out: W,
     interfaces: Vec<String>,
 }
 
 impl<W: Write> LiveWriter<W> {
-    /// Starts the file.
+    /// Starts the file (its section header).
     pub fn new(out: W) -> Result<LiveWriter<W>, PcapError> {
-        Ok(LiveWriter {
-            writer: pcap_file::pcapng::PcapNgWriter::new(out)?,
+        let mut w = LiveWriter {
+            staging: pcap_file::pcapng::PcapNgWriter::new(Vec::new())?,
+            out,
             interfaces: Vec::new(),
-        })
+        };
+        w.pass_on()?;
+        Ok(w)
+    }
+
+    /// Moves the blocks made so far to `out`, in one write.
+    fn pass_on(&mut self) -> Result<(), PcapError> {
+        let staged = self.staging.get_mut();
+        self.out.write_all(staged).map_err(PcapError::IoError)?;
+        staged.clear();
+        Ok(())
     }
 
     /// Adds a frame that passed through `device`.
@@ -192,7 +206,7 @@ impl<W: Write> LiveWriter<W> {
                     InterfaceDescriptionOption::IfName(device.to_owned().into()),
                     InterfaceDescriptionOption::IfTsResol(9),
                 ];
-                self.writer.write_pcapng_block(idb)?;
+                self.staging.write_pcapng_block(idb)?;
                 self.interfaces.push(device.to_owned());
                 self.interfaces.len() - 1
             }
@@ -209,13 +223,13 @@ impl<W: Write> LiveWriter<W> {
             data: data.into(),
             options,
         };
-        self.writer.write_pcapng_block(epb)?;
-        Ok(())
+        self.staging.write_pcapng_block(epb)?;
+        self.pass_on()
     }
 
-    /// Flushes the file.
+    /// Flushes the file: everything written so far is in it, as whole blocks.
     pub fn flush(&mut self) -> io::Result<()> {
-        self.writer.get_mut().flush()
+        self.out.flush()
     }
 }
 

@@ -7,8 +7,6 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use softrnic_device::proto::{BackendKind, UpRequest};
-
 use crate::admin;
 
 /// The provider's file name as cargo builds it.
@@ -69,18 +67,7 @@ fn library_dir(provider: &Path) -> Result<PathBuf, String> {
 /// Runs `program` (replacing this process) against softrnic.
 pub fn exec(program: &[OsString]) -> Result<(), String> {
     let (name, args) = program.split_first().ok_or("no program to run")?;
-    let mut client = admin::connect_or_start()?;
-    if client.devices().map_err(|e| e.to_string())?.is_empty() {
-        let info = client
-            .up(UpRequest {
-                netdev: None,
-                backend: Some(BackendKind::Local),
-                netns: None,
-            })
-            .map_err(|e| e.to_string())?;
-        eprintln!("softrnic: added {} (local, same host only)", info.name);
-    }
-    drop(client);
+    drop(admin::connect_with_a_device()?);
     let dir = library_dir(&provider()?)?;
     let mut path = OsString::from(&dir);
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {

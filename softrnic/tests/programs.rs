@@ -705,3 +705,95 @@ fn perftest_stops_when_the_daemon_dies() {
     }
     eprintln!("both stopped {:?} after the daemon died", died.elapsed());
 }
+
+/// `softrnic capture -w FILE &` before a CI job's programs, as docs/ci.md shows: it starts the
+/// daemon when none runs yet, and its file is readable at any moment, also after the job is
+/// killed (no Ctrl-C, no chance to finish the file).
+#[test]
+fn a_capture_starts_the_daemon_and_its_file_is_readable_at_any_moment() {
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("srn-livecap-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("softrnic.sock");
+    let file = dir.join("rdma.pcapng");
+    let softrnic = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_softrnic"));
+        c.args(args).env("SOFTRNIC_SOCKET", &socket);
+        c
+    };
+    let mut capture = softrnic(&["capture", "-w", &file.display().to_string()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(capture.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    while !lines
+        .last()
+        .is_some_and(|l: &String| l.contains("capturing to"))
+    {
+        let mut line = String::new();
+        assert!(said.read_line(&mut line).unwrap() > 0, "capture: {lines:?}");
+        lines.push(line);
+    }
+    let all = lines.concat();
+    assert!(
+        all.contains("started the daemon") && all.contains("added srnic0"),
+        "{all}"
+    );
+    let daemon = Client::connect(&socket).unwrap().daemon_pid();
+    let capture = Running(capture);
+
+    let port = next_port();
+    let pingpong = |peer: Option<&str>| {
+        let mut args = vec![
+            "exec",
+            "--",
+            "ibv_rc_pingpong",
+            "-g",
+            "1",
+            "-n",
+            "20",
+            "-p",
+            &port,
+        ];
+        args.extend(peer);
+        let mut c = softrnic(&args);
+        c.stdout(Stdio::piped()).stderr(Stdio::piped());
+        Running(c.spawn().unwrap())
+    };
+    let mut server = pingpong(None);
+    wait_listening(None, &port);
+    pingpong(Some("127.0.0.1")).finish(&["ibv_rc_pingpong client"]);
+    server.finish(&["ibv_rc_pingpong server"]);
+
+    // While it runs, the file holds whole blocks: every frame so far, once the daemon has
+    // nothing more to hand over.
+    let frames = |bytes: &[u8]| softrnic::capture::read(bytes).map(|f| f.len());
+    let deadline = Instant::now() + LIMIT;
+    let seen = loop {
+        let bytes = std::fs::read(&file).unwrap();
+        match frames(&bytes) {
+            // 20 round trips of SEND and ACK each way, each seen leaving and arriving.
+            Ok(n) if n >= 160 => break bytes,
+            r => assert!(Instant::now() < deadline, "the live file: {r:?}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let copy = dir.join("copy.pcapng");
+    std::fs::write(&copy, &seen).unwrap();
+    let tshark = Command::new("tshark")
+        .arg("-r")
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert!(tshark.status.success(), "{}", text(&tshark.stderr));
+    assert!(!text(&tshark.stderr).contains("cut short"));
+
+    // Killed without warning: the file is still whole.
+    drop(capture);
+    let after = frames(&std::fs::read(&file).unwrap()).expect("readable after a kill");
+    assert!(after >= frames(&seen).unwrap());
+    let _ = Command::new("kill").arg(daemon.to_string()).status();
+    let _ = std::fs::remove_dir_all(&dir);
+}

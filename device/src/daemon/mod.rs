@@ -696,10 +696,12 @@ impl Daemon {
                         Wire::Xdp(l) => (l.mac(), l.mtu()),
                         Wire::Local => (local_mac(n), 9000),
                     };
-                    let reason = if failures.is_empty() {
-                        format!("{kind:?} as asked")
-                    } else {
-                        format!("{kind:?}, after {}", failures.join("; "))
+                    let reason = match req.backend {
+                        Some(_) => format!("{kind:?} as asked"),
+                        None if failures.is_empty() => {
+                            format!("{kind:?}, the best of {order:?}")
+                        }
+                        None => format!("{kind:?}, after {}", failures.join("; ")),
                     };
                     if gids.is_empty() {
                         tracing::warn!(%ifname, "no IP address yet, so no GID until one is added");
