@@ -45,6 +45,11 @@ pub enum Error {
     PayloadTooLong,
     /// Emit: the caller's buffer is smaller than the frame.
     BufferTooSmall,
+    /// A management datagram that is not one this crate reads: another base version, class,
+    /// class version, method or attribute than the CM's, or a malformed rdma_cm header.
+    BadMad,
+    /// Emit: private data longer than the CM message's area for it.
+    PrivateDataTooLong,
 }
 
 /// The result of parsing or emitting.
@@ -82,6 +87,10 @@ impl fmt::Display for Error {
             }
             Error::PayloadTooLong => write!(f, "payload too long for one IP packet"),
             Error::BufferTooSmall => write!(f, "buffer too small for the frame"),
+            Error::BadMad => write!(f, "not a CM MAD this implementation reads"),
+            Error::PrivateDataTooLong => {
+                write!(f, "private data longer than the CM message allows")
+            }
         }
     }
 }

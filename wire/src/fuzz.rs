@@ -1,7 +1,7 @@
 //! The bodies of the cargo-fuzz targets in `fuzz/`. They live here so that the corpus tests in
 //! `tests/` run exactly the same code on stable, without libFuzzer.
 
-use crate::{dissect, frame};
+use crate::{cm, dissect, frame, mad};
 
 /// Arbitrary bytes into the parser and the dissector: neither may panic, and whatever parses
 /// must be self-consistent.
@@ -15,6 +15,13 @@ pub fn parse_frame(data: &[u8]) {
         assert!(l.payload <= l.pad && l.pad <= l.icrc && l.icrc + 4 == l.end);
         assert!(l.end <= data.len());
         assert_eq!(p.payload().len(), l.pad - l.payload);
+        // A UD payload may be a CM MAD: whatever parses re-emits to the same bytes but for
+        // the fields IBA reserves.
+        if let Ok(mad) = cm::CmMad::parse(p.payload()) {
+            let mut buf = [0u8; mad::MAD_LEN];
+            mad.emit(&mut buf).expect("a parsed MAD re-emits");
+            assert_eq!(cm::CmMad::parse(&buf), Ok(mad));
+        }
     }
 }
 

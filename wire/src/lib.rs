@@ -10,6 +10,8 @@
 //!   allowed and where the packet sits in its message;
 //! - the [`icrc`] (Invariant CRC) with exactly the fields RoCEv2 masks;
 //! - a [`frame`] builder and parser for whole frames, including the CNP;
+//! - the Communication Manager's [`cm`] messages (REQ, REP, RTU, REJ, MRA, DREQ, DREP, SIDR) in
+//!   [`mad`]s to QP1, and rdma_cm's private-data header;
 //! - a [`dissect`]or that explains a frame field by field, for teaching, and [`sample`] frames.
 //!
 //! # Panics
@@ -28,6 +30,7 @@ mod view;
 pub mod aeth;
 pub mod atomic;
 pub mod bth;
+pub mod cm;
 pub mod deth;
 pub mod dissect;
 mod error;
@@ -35,6 +38,7 @@ pub mod frame;
 pub mod fuzz;
 pub mod icrc;
 pub mod imm;
+pub mod mad;
 pub mod opcode;
 pub mod reth;
 pub mod sample;
