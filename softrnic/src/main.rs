@@ -26,7 +26,7 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Write the sample capture (every opcode, IPv4 and IPv6, NAKs, VLAN, ECN) as pcap.
+    /// Write the sample capture (every opcode, IPv4 and IPv6, NAKs, VLAN, ECN, CM messages) as pcap.
     SampleCapture {
         /// Where to write it.
         out: PathBuf,

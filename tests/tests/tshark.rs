@@ -1,8 +1,10 @@
 //! Wireshark, an independent dissector, reads the frames this crate emits with the same field
-//! values and finds nothing malformed. IPv4 and IPv6, every opcode, random field values.
+//! values and finds nothing malformed. IPv4 and IPv6, every opcode, random field values, and
+//! the Communication Manager's messages to QP1.
 
 use serde_json::Value;
 use softrnic_tests::{PAYLOAD_GUESSERS, frames_to_check, scratch, write_pcap};
+use softrnic_wire::cm::{CmMad, CmMessage};
 use softrnic_wire::sample::Sample;
 use softrnic_wire::{IpRepr, Opcode, frame};
 use std::process::Command;
@@ -124,6 +126,9 @@ fn expected(s: &Sample, frame_bytes: &[u8]) -> Vec<(&'static str, String)> {
     if let Some(v) = x.ieth {
         e.push(("infiniband.ieth", colon_hex(v)));
     }
+    if let Ok(m) = softrnic_wire::cm::CmMad::parse(p.payload()) {
+        e.extend(cm_fields(&m));
+    }
     // Wireshark 4.0 does not know the CNP (it shows its body as vendor data), so it has no ICRC
     // field for it; for the rest, it must find the ICRC where we put it. It shows the four
     // bytes read big-endian; the CRC value is carried little-endian.
@@ -134,6 +139,141 @@ fn expected(s: &Sample, frame_bytes: &[u8]) -> Vec<(&'static str, String)> {
         ));
     }
     e
+}
+
+/// The CM fields Wireshark 4.0 shows, as it names and formats them (it does not decode SIDR).
+fn cm_fields(m: &CmMad) -> Vec<(&'static str, String)> {
+    let hex = |width: usize, v: u64| format!("{v:#0width$x}", width = width + 2);
+    match &m.message {
+        CmMessage::Req(r) => vec![
+            ("infiniband.cm.req", hex(8, r.local_comm_id.into())),
+            ("infiniband.cm.req.serviceid", hex(16, r.service_id)),
+            ("infiniband.cm.req.localcaguid", hex(16, r.local_ca_guid)),
+            ("infiniband.cm.req.localqpn", hex(6, r.local_qpn.into())),
+            (
+                "infiniband.cm.req.responderres",
+                hex(2, r.responder_resources.into()),
+            ),
+            (
+                "infiniband.cm.req.initdepth",
+                hex(2, r.initiator_depth.into()),
+            ),
+            (
+                "infiniband.cm.req.remoteresptout",
+                hex(2, r.remote_cm_response_timeout.into()),
+            ),
+            (
+                "infiniband.cm.req.transpsvctype",
+                hex(2, r.transport.into()),
+            ),
+            ("infiniband.cm.req.startpsn", hex(6, r.starting_psn.into())),
+            (
+                "infiniband.cm.req.localresptout",
+                hex(2, r.local_cm_response_timeout.into()),
+            ),
+            ("infiniband.cm.req.retrcount", hex(2, r.retry_count.into())),
+            ("infiniband.cm.req.pkey", hex(4, r.pkey.into())),
+            ("infiniband.cm.req.pppmtu", hex(2, r.path_mtu.into())),
+            (
+                "infiniband.cm.req.rnrretrcount",
+                hex(2, r.rnr_retry_count.into()),
+            ),
+            (
+                "infiniband.cm.req.maxcmretr",
+                hex(2, r.max_cm_retries.into()),
+            ),
+            ("infiniband.cm.req.srq", hex(2, r.srq.into())),
+            (
+                "infiniband.cm.req.prim_hoplim",
+                hex(2, r.primary_path.hop_limit.into()),
+            ),
+            (
+                "infiniband.cm.req.prim_sl",
+                hex(2, r.primary_path.sl.into()),
+            ),
+            (
+                "infiniband.cm.req.prim_localacktout",
+                hex(2, r.primary_path.local_ack_timeout.into()),
+            ),
+        ],
+        CmMessage::Rep(r) => vec![
+            ("infiniband.cm.rep", hex(8, r.local_comm_id.into())),
+            (
+                "infiniband.cm.rep.remotecommid",
+                hex(8, r.remote_comm_id.into()),
+            ),
+            ("infiniband.cm.rep.localqpn", hex(6, r.local_qpn.into())),
+            ("infiniband.cm.rep.startpsn", hex(6, r.starting_psn.into())),
+            (
+                "infiniband.cm.rep.respres",
+                hex(2, r.responder_resources.into()),
+            ),
+            (
+                "infiniband.cm.rep.initdepth",
+                hex(2, r.initiator_depth.into()),
+            ),
+            (
+                "infiniband.cm.rep.tgtackdelay",
+                hex(2, r.target_ack_delay.into()),
+            ),
+            (
+                "infiniband.cm.rep.rnrretrcount",
+                hex(2, r.rnr_retry_count.into()),
+            ),
+            ("infiniband.cm.rep.localcaguid", hex(16, r.local_ca_guid)),
+        ],
+        CmMessage::Rtu(r) => vec![
+            (
+                "infiniband.cm.rtu.localcommid",
+                hex(8, r.local_comm_id.into()),
+            ),
+            (
+                "infiniband.cm.rtu.remotecommid",
+                hex(8, r.remote_comm_id.into()),
+            ),
+        ],
+        CmMessage::Dreq(r) => vec![
+            (
+                "infiniband.cm.dreq.localcommid",
+                hex(8, r.local_comm_id.into()),
+            ),
+            (
+                "infiniband.cm.dreq.remotecommid",
+                hex(8, r.remote_comm_id.into()),
+            ),
+            // Wireshark 4.0 names this field after the REQ.
+            (
+                "infiniband.cm.req.remoteqpneecn",
+                hex(6, r.remote_qpn.into()),
+            ),
+        ],
+        CmMessage::Drep(r) => vec![
+            (
+                "infiniband.cm.drsp.localcommid",
+                hex(8, r.local_comm_id.into()),
+            ),
+            (
+                "infiniband.cm.drsp.remotecommid",
+                hex(8, r.remote_comm_id.into()),
+            ),
+        ],
+        CmMessage::Rej(r) => vec![
+            (
+                "infiniband.cm.rej.localcommid",
+                hex(8, r.local_comm_id.into()),
+            ),
+            (
+                "infiniband.cm.rej.remotecommid",
+                hex(8, r.remote_comm_id.into()),
+            ),
+            (
+                "infiniband.cm.rej.msgrej",
+                hex(2, r.message_rejected.into()),
+            ),
+            ("infiniband.cm.rej.reason", hex(4, r.reason.into())),
+        ],
+        CmMessage::Mra(_) | CmMessage::SidrReq(_) | CmMessage::SidrRep(_) => Vec::new(),
+    }
 }
 
 #[test]

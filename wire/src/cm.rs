@@ -48,52 +48,241 @@ pub mod attr {
     pub const APR: u16 = 0x001a;
 }
 
-/// A CM message's body, read and written at IBA's byte offsets (relative to the end of the
-/// MAD header).
-struct Body<'b>(&'b [u8]);
+/// Where a field of a CM message is: its byte offset after the MAD header, its length in
+/// bytes, and for a field of some bits of one byte, which bits (`shift` up from the least
+/// significant bit, `width` wide). A 24-bit field (QPN, PSN) is the top of a 32-bit word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Loc {
+    /// Byte offset in the message body.
+    pub at: usize,
+    /// Length in bytes (for bits, 1).
+    pub len: usize,
+    /// For a bit field: (shift, width).
+    pub bits: Option<(u32, u32)>,
+}
 
-impl<'b> Body<'b> {
-    fn get(&self, at: usize, len: usize) -> u64 {
-        read_be(&self.0[at..at + len])
+impl Loc {
+    /// Whole bytes.
+    pub const fn bytes(at: usize, len: usize) -> Loc {
+        Loc {
+            at,
+            len,
+            bits: None,
+        }
     }
-    /// `width` bits of the byte at `at`, `shift` bits up from its least significant bit.
-    fn bits(&self, at: usize, shift: u32, width: u32) -> u8 {
-        (self.0[at] >> shift) & ((1 << width) - 1)
+    /// Some bits of the byte at `at`.
+    pub const fn bits(at: usize, shift: u32, width: u32) -> Loc {
+        Loc {
+            at,
+            len: 1,
+            bits: Some((shift, width)),
+        }
     }
-    /// The 24-bit field in the top of the 32-bit word at `at` (QPNs, PSNs, EECNs).
-    fn u24(&self, at: usize) -> u32 {
-        (self.get(at, 4) >> 8) as u32
+    /// The mask of the bits in their byte (0xff for whole bytes).
+    pub fn mask(&self) -> u8 {
+        self.bits.map_or(0xff, |(shift, width)| {
+            (((1u16 << width) - 1) << shift) as u8
+        })
     }
-    fn gid(&self, at: usize) -> [u8; 16] {
-        self.0[at..at + 16].try_into().expect("16 bytes")
+    /// Reads the field from a message body (24-bit fields: 3 bytes).
+    pub fn read(&self, body: &[u8]) -> u64 {
+        let v = read_be(&body[self.at..self.at + self.len]);
+        match self.bits {
+            Some((shift, width)) => (v >> shift) & ((1 << width) - 1),
+            None => v,
+        }
     }
-    fn bytes(&self, at: usize, len: usize) -> &'b [u8] {
-        &self.0[at..at + len]
+    /// Writes the field (the body starts zeroed: bits are ored in).
+    fn write(&self, body: &mut [u8], value: u64) {
+        match self.bits {
+            Some((shift, width)) => body[self.at] |= ((value & ((1 << width) - 1)) as u8) << shift,
+            None => write_be(&mut body[self.at..self.at + self.len], value),
+        }
     }
 }
 
-struct BodyMut<'b>(&'b mut [u8]);
+/// The fields of each message (IBA 12.6.5 to 12.6.11, 12.11; the kernel's cm_msgs.h agrees),
+/// named as IBA names them.
+#[allow(missing_docs)]
+pub mod field {
+    use super::Loc;
+    /// Every connection message starts with the sender's and the receiver's IDs.
+    pub const LOCAL_COMM_ID: Loc = Loc::bytes(0, 4);
+    /// The receiver's communication ID.
+    pub const REMOTE_COMM_ID: Loc = Loc::bytes(4, 4);
+    /// REQ (12.6.5).
+    pub mod req {
+        use super::Loc;
+        pub const SERVICE_ID: Loc = Loc::bytes(8, 8);
+        pub const LOCAL_CA_GUID: Loc = Loc::bytes(16, 8);
+        pub const LOCAL_QKEY: Loc = Loc::bytes(28, 4);
+        pub const LOCAL_QPN: Loc = Loc::bytes(32, 3);
+        pub const RESPONDER_RESOURCES: Loc = Loc::bytes(35, 1);
+        pub const LOCAL_EECN: Loc = Loc::bytes(36, 3);
+        pub const INITIATOR_DEPTH: Loc = Loc::bytes(39, 1);
+        pub const REMOTE_EECN: Loc = Loc::bytes(40, 3);
+        pub const REMOTE_CM_RESPONSE_TIMEOUT: Loc = Loc::bits(43, 3, 5);
+        pub const TRANSPORT: Loc = Loc::bits(43, 1, 2);
+        pub const END_TO_END_FLOW_CONTROL: Loc = Loc::bits(43, 0, 1);
+        pub const STARTING_PSN: Loc = Loc::bytes(44, 3);
+        pub const LOCAL_CM_RESPONSE_TIMEOUT: Loc = Loc::bits(47, 3, 5);
+        pub const RETRY_COUNT: Loc = Loc::bits(47, 0, 3);
+        pub const PKEY: Loc = Loc::bytes(48, 2);
+        pub const PATH_MTU: Loc = Loc::bits(50, 4, 4);
+        pub const RDC_EXISTS: Loc = Loc::bits(50, 3, 1);
+        pub const RNR_RETRY_COUNT: Loc = Loc::bits(50, 0, 3);
+        pub const MAX_CM_RETRIES: Loc = Loc::bits(51, 4, 4);
+        pub const SRQ: Loc = Loc::bits(51, 3, 1);
+        pub const EXTENDED_TRANSPORT: Loc = Loc::bits(51, 0, 3);
+        pub const PRIMARY_PATH: usize = 52;
+        pub const ALTERNATE_PATH: usize = 96;
+        pub const PRIVATE_DATA: Loc = Loc::bytes(140, 92);
+    }
+    /// A path in a REQ, relative to the path's start.
+    pub mod path {
+        use super::Loc;
+        pub const LOCAL_LID: Loc = Loc::bytes(0, 2);
+        pub const REMOTE_LID: Loc = Loc::bytes(2, 2);
+        pub const LOCAL_GID: Loc = Loc::bytes(4, 16);
+        pub const REMOTE_GID: Loc = Loc::bytes(20, 16);
+        pub const FLOW_LABEL: Loc = Loc::bytes(36, 3);
+        pub const PACKET_RATE: Loc = Loc::bits(39, 0, 6);
+        pub const TRAFFIC_CLASS: Loc = Loc::bytes(40, 1);
+        pub const HOP_LIMIT: Loc = Loc::bytes(41, 1);
+        pub const SL: Loc = Loc::bits(42, 4, 4);
+        pub const SUBNET_LOCAL: Loc = Loc::bits(42, 3, 1);
+        pub const LOCAL_ACK_TIMEOUT: Loc = Loc::bits(43, 3, 5);
+    }
+    /// MRA (12.6.6).
+    pub mod mra {
+        use super::Loc;
+        pub const MESSAGE_MRAED: Loc = Loc::bits(8, 6, 2);
+        pub const SERVICE_TIMEOUT: Loc = Loc::bits(9, 3, 5);
+        pub const PRIVATE_DATA: Loc = Loc::bytes(10, 222);
+    }
+    /// REJ (12.6.7).
+    pub mod rej {
+        use super::Loc;
+        pub const MESSAGE_REJECTED: Loc = Loc::bits(8, 6, 2);
+        pub const REJECT_INFO_LEN: Loc = Loc::bits(9, 1, 7);
+        pub const REASON: Loc = Loc::bytes(10, 2);
+        pub const ARI: Loc = Loc::bytes(12, 72);
+        pub const PRIVATE_DATA: Loc = Loc::bytes(84, 148);
+    }
+    /// REP (12.6.8).
+    pub mod rep {
+        use super::Loc;
+        pub const LOCAL_QKEY: Loc = Loc::bytes(8, 4);
+        pub const LOCAL_QPN: Loc = Loc::bytes(12, 3);
+        pub const LOCAL_EECN: Loc = Loc::bytes(16, 3);
+        pub const STARTING_PSN: Loc = Loc::bytes(20, 3);
+        pub const RESPONDER_RESOURCES: Loc = Loc::bytes(24, 1);
+        pub const INITIATOR_DEPTH: Loc = Loc::bytes(25, 1);
+        pub const TARGET_ACK_DELAY: Loc = Loc::bits(26, 3, 5);
+        pub const FAILOVER_ACCEPTED: Loc = Loc::bits(26, 1, 2);
+        pub const END_TO_END_FLOW_CONTROL: Loc = Loc::bits(26, 0, 1);
+        pub const RNR_RETRY_COUNT: Loc = Loc::bits(27, 5, 3);
+        pub const SRQ: Loc = Loc::bits(27, 4, 1);
+        pub const LOCAL_CA_GUID: Loc = Loc::bytes(28, 8);
+        pub const PRIVATE_DATA: Loc = Loc::bytes(36, 196);
+    }
+    /// RTU (12.6.9) and DREP (12.6.11).
+    pub mod ids {
+        use super::Loc;
+        pub const PRIVATE_DATA: Loc = Loc::bytes(8, 224);
+    }
+    /// DREQ (12.6.10).
+    pub mod dreq {
+        use super::Loc;
+        pub const REMOTE_QPN: Loc = Loc::bytes(8, 3);
+        pub const PRIVATE_DATA: Loc = Loc::bytes(12, 220);
+    }
+    /// SIDR_REQ (12.11.1).
+    pub mod sidr_req {
+        use super::Loc;
+        pub const REQUEST_ID: Loc = Loc::bytes(0, 4);
+        pub const PKEY: Loc = Loc::bytes(4, 2);
+        pub const SERVICE_ID: Loc = Loc::bytes(8, 8);
+        pub const PRIVATE_DATA: Loc = Loc::bytes(16, 216);
+    }
+    /// SIDR_REP (12.11.2).
+    pub mod sidr_rep {
+        use super::Loc;
+        pub const REQUEST_ID: Loc = Loc::bytes(0, 4);
+        pub const STATUS: Loc = Loc::bytes(4, 1);
+        pub const ADDITIONAL_INFO_LEN: Loc = Loc::bytes(5, 1);
+        pub const QPN: Loc = Loc::bytes(8, 3);
+        pub const SERVICE_ID: Loc = Loc::bytes(12, 8);
+        pub const QKEY: Loc = Loc::bytes(20, 4);
+        pub const CLASS_PORT_INFO: Loc = Loc::bytes(24, 72);
+        pub const PRIVATE_DATA: Loc = Loc::bytes(96, 136);
+    }
+}
+
+/// A message body being read: its fields by [`Loc`], relative to `base` (a path's start).
+struct Body<'b> {
+    bytes: &'b [u8],
+    base: usize,
+}
+
+impl<'b> Body<'b> {
+    fn at(&self, base: usize) -> Body<'b> {
+        Body {
+            bytes: self.bytes,
+            base,
+        }
+    }
+    fn shifted(&self, loc: Loc) -> Loc {
+        Loc {
+            at: loc.at + self.base,
+            ..loc
+        }
+    }
+    fn get(&self, loc: Loc) -> u64 {
+        self.shifted(loc).read(self.bytes)
+    }
+    fn u8(&self, loc: Loc) -> u8 {
+        self.get(loc) as u8
+    }
+    fn u16(&self, loc: Loc) -> u16 {
+        self.get(loc) as u16
+    }
+    fn u32(&self, loc: Loc) -> u32 {
+        self.get(loc) as u32
+    }
+    fn flag(&self, loc: Loc) -> bool {
+        self.get(loc) == 1
+    }
+    fn slice(&self, loc: Loc) -> &'b [u8] {
+        let l = self.shifted(loc);
+        &self.bytes[l.at..l.at + l.len]
+    }
+    fn gid(&self, loc: Loc) -> [u8; 16] {
+        self.slice(loc).try_into().expect("16 bytes")
+    }
+}
+
+/// A message body being written (it starts zeroed).
+struct BodyMut<'b> {
+    bytes: &'b mut [u8],
+    base: usize,
+}
 
 impl BodyMut<'_> {
-    fn put(&mut self, at: usize, len: usize, value: u64) {
-        write_be(&mut self.0[at..at + len], value);
+    fn put(&mut self, loc: Loc, value: impl Into<u64>) {
+        let loc = Loc {
+            at: loc.at + self.base,
+            ..loc
+        };
+        loc.write(self.bytes, value.into());
     }
-    /// Ors `value` (masked to `width` bits) into the byte at `at`, `shift` bits up.
-    fn bits(&mut self, at: usize, shift: u32, width: u32, value: u8) {
-        self.0[at] |= (value & ((1 << width) - 1)) << shift;
-    }
-    fn u24(&mut self, at: usize, value: u32) {
-        self.put(at, 3, u64::from(value & 0xff_ffff));
-    }
-    fn bytes(&mut self, at: usize, data: &[u8]) {
-        self.0[at..at + data.len()].copy_from_slice(data);
-    }
-    /// Private data into its area of `len` bytes at `at`; longer data is refused.
-    fn private(&mut self, at: usize, len: usize, data: &[u8]) -> Result<()> {
-        if data.len() > len {
+    /// Bytes into a field's area (private data, GIDs); longer data is refused.
+    fn fill(&mut self, loc: Loc, data: &[u8]) -> Result<()> {
+        if data.len() > loc.len {
             return Err(Error::PrivateDataTooLong);
         }
-        self.bytes(at, data);
+        let at = loc.at + self.base;
+        self.bytes[at..at + data.len()].copy_from_slice(data);
         Ok(())
     }
 }
@@ -127,36 +316,37 @@ pub struct CmPath {
 }
 
 impl CmPath {
-    const LEN: usize = 44;
-
-    fn parse(b: &Body, at: usize) -> CmPath {
+    fn parse(b: &Body) -> CmPath {
+        use field::path::*;
         CmPath {
-            local_lid: b.get(at, 2) as u16,
-            remote_lid: b.get(at + 2, 2) as u16,
-            local_gid: b.gid(at + 4),
-            remote_gid: b.gid(at + 20),
-            flow_label: (b.get(at + 36, 4) >> 12) as u32,
-            packet_rate: b.bits(at + 39, 0, 6),
-            traffic_class: b.get(at + 40, 1) as u8,
-            hop_limit: b.get(at + 41, 1) as u8,
-            sl: b.bits(at + 42, 4, 4),
-            subnet_local: b.bits(at + 42, 3, 1) == 1,
-            local_ack_timeout: b.bits(at + 43, 3, 5),
+            local_lid: b.u16(LOCAL_LID),
+            remote_lid: b.u16(REMOTE_LID),
+            local_gid: b.gid(LOCAL_GID),
+            remote_gid: b.gid(REMOTE_GID),
+            flow_label: b.u32(FLOW_LABEL) >> 4,
+            packet_rate: b.u8(PACKET_RATE),
+            traffic_class: b.u8(TRAFFIC_CLASS),
+            hop_limit: b.u8(HOP_LIMIT),
+            sl: b.u8(SL),
+            subnet_local: b.flag(SUBNET_LOCAL),
+            local_ack_timeout: b.u8(LOCAL_ACK_TIMEOUT),
         }
     }
 
-    fn emit(&self, b: &mut BodyMut, at: usize) {
-        b.put(at, 2, self.local_lid.into());
-        b.put(at + 2, 2, self.remote_lid.into());
-        b.bytes(at + 4, &self.local_gid);
-        b.bytes(at + 20, &self.remote_gid);
-        b.put(at + 36, 3, u64::from(self.flow_label & 0xf_ffff) << 4);
-        b.bits(at + 39, 0, 6, self.packet_rate);
-        b.put(at + 40, 1, self.traffic_class.into());
-        b.put(at + 41, 1, self.hop_limit.into());
-        b.bits(at + 42, 4, 4, self.sl);
-        b.bits(at + 42, 3, 1, self.subnet_local.into());
-        b.bits(at + 43, 3, 5, self.local_ack_timeout);
+    fn emit(&self, b: &mut BodyMut) {
+        use field::path::*;
+        b.put(LOCAL_LID, self.local_lid);
+        b.put(REMOTE_LID, self.remote_lid);
+        b.fill(LOCAL_GID, &self.local_gid).expect("16 bytes");
+        b.fill(REMOTE_GID, &self.remote_gid).expect("16 bytes");
+        // The flow label is the top 20 bits of its 3 bytes.
+        b.put(FLOW_LABEL, (self.flow_label & 0xf_ffff) << 4);
+        b.put(PACKET_RATE, self.packet_rate);
+        b.put(TRAFFIC_CLASS, self.traffic_class);
+        b.put(HOP_LIMIT, self.hop_limit);
+        b.put(SL, self.sl);
+        b.put(SUBNET_LOCAL, self.subnet_local);
+        b.put(LOCAL_ACK_TIMEOUT, self.local_ack_timeout);
     }
 }
 
@@ -460,94 +650,119 @@ impl<'a> CmMad<'a> {
         if h.method != METHOD_SEND {
             return Err(Error::BadMad);
         }
-        let b = Body(&mad[24..MAD_LEN]);
-        let ids = |at| Ids {
-            local_comm_id: b.get(0, 4) as u32,
-            remote_comm_id: b.get(4, 4) as u32,
-            private_data: b.bytes(at, CM_DATA_LEN - at),
+        let b = Body {
+            bytes: &mad[24..MAD_LEN],
+            base: 0,
+        };
+        let (local, remote) = (b.u32(field::LOCAL_COMM_ID), b.u32(field::REMOTE_COMM_ID));
+        let ids = || Ids {
+            local_comm_id: local,
+            remote_comm_id: remote,
+            private_data: b.slice(field::ids::PRIVATE_DATA),
         };
         let message = match h.attribute_id {
-            attr::REQ => CmMessage::Req(Req {
-                local_comm_id: b.get(0, 4) as u32,
-                service_id: b.get(8, 8),
-                local_ca_guid: b.get(16, 8),
-                local_qkey: b.get(28, 4) as u32,
-                local_qpn: b.u24(32),
-                responder_resources: b.get(35, 1) as u8,
-                initiator_depth: b.get(39, 1) as u8,
-                remote_cm_response_timeout: b.bits(43, 3, 5),
-                transport: b.bits(43, 1, 2),
-                end_to_end_flow_control: b.bits(43, 0, 1) == 1,
-                starting_psn: b.u24(44),
-                local_cm_response_timeout: b.bits(47, 3, 5),
-                retry_count: b.bits(47, 0, 3),
-                pkey: b.get(48, 2) as u16,
-                path_mtu: b.bits(50, 4, 4),
-                rdc_exists: b.bits(50, 3, 1) == 1,
-                rnr_retry_count: b.bits(50, 0, 3),
-                max_cm_retries: b.bits(51, 4, 4),
-                srq: b.bits(51, 3, 1) == 1,
-                extended_transport: b.bits(51, 0, 3),
-                primary_path: CmPath::parse(&b, 52),
-                alternate_path: CmPath::parse(&b, 52 + CmPath::LEN),
-                private_data: b.bytes(140, 92),
-            }),
-            attr::MRA => CmMessage::Mra(Mra {
-                local_comm_id: b.get(0, 4) as u32,
-                remote_comm_id: b.get(4, 4) as u32,
-                message_mraed: b.bits(8, 6, 2),
-                service_timeout: b.bits(9, 3, 5),
-                private_data: b.bytes(10, 222),
-            }),
-            attr::REJ => CmMessage::Rej(Rej {
-                local_comm_id: b.get(0, 4) as u32,
-                remote_comm_id: b.get(4, 4) as u32,
-                message_rejected: b.bits(8, 6, 2),
-                reject_info_len: b.bits(9, 1, 7),
-                reason: b.get(10, 2) as u16,
-                ari: b.bytes(12, 72),
-                private_data: b.bytes(84, 148),
-            }),
-            attr::REP => CmMessage::Rep(Rep {
-                local_comm_id: b.get(0, 4) as u32,
-                remote_comm_id: b.get(4, 4) as u32,
-                local_qkey: b.get(8, 4) as u32,
-                local_qpn: b.u24(12),
-                starting_psn: b.u24(20),
-                responder_resources: b.get(24, 1) as u8,
-                initiator_depth: b.get(25, 1) as u8,
-                target_ack_delay: b.bits(26, 3, 5),
-                failover_accepted: b.bits(26, 1, 2),
-                end_to_end_flow_control: b.bits(26, 0, 1) == 1,
-                rnr_retry_count: b.bits(27, 5, 3),
-                srq: b.bits(27, 4, 1) == 1,
-                local_ca_guid: b.get(28, 8),
-                private_data: b.bytes(36, 196),
-            }),
-            attr::RTU => CmMessage::Rtu(ids(8)),
-            attr::DREQ => CmMessage::Dreq(Dreq {
-                local_comm_id: b.get(0, 4) as u32,
-                remote_comm_id: b.get(4, 4) as u32,
-                remote_qpn: b.u24(8),
-                private_data: b.bytes(12, 220),
-            }),
-            attr::DREP => CmMessage::Drep(ids(8)),
-            attr::SIDR_REQ => CmMessage::SidrReq(SidrReq {
-                request_id: b.get(0, 4) as u32,
-                pkey: b.get(4, 2) as u16,
-                service_id: b.get(8, 8),
-                private_data: b.bytes(16, 216),
-            }),
-            attr::SIDR_REP => CmMessage::SidrRep(SidrRep {
-                request_id: b.get(0, 4) as u32,
-                status: b.get(4, 1) as u8,
-                additional_info_len: b.get(5, 1) as u8,
-                qpn: b.u24(8),
-                service_id: b.get(12, 8),
-                qkey: b.get(20, 4) as u32,
-                class_port_info: b.bytes(24, 72),
-                private_data: b.bytes(96, 136),
-            }),
+            attr::REQ => {
+                use field::req::*;
+                CmMessage::Req(Req {
+                    local_comm_id: local,
+                    service_id: b.get(SERVICE_ID),
+                    local_ca_guid: b.get(LOCAL_CA_GUID),
+                    local_qkey: b.u32(LOCAL_QKEY),
+                    local_qpn: b.u32(LOCAL_QPN),
+                    responder_resources: b.u8(RESPONDER_RESOURCES),
+                    initiator_depth: b.u8(INITIATOR_DEPTH),
+                    remote_cm_response_timeout: b.u8(REMOTE_CM_RESPONSE_TIMEOUT),
+                    transport: b.u8(TRANSPORT),
+                    end_to_end_flow_control: b.flag(END_TO_END_FLOW_CONTROL),
+                    starting_psn: b.u32(STARTING_PSN),
+                    local_cm_response_timeout: b.u8(LOCAL_CM_RESPONSE_TIMEOUT),
+                    retry_count: b.u8(RETRY_COUNT),
+                    pkey: b.u16(PKEY),
+                    path_mtu: b.u8(PATH_MTU),
+                    rdc_exists: b.flag(RDC_EXISTS),
+                    rnr_retry_count: b.u8(RNR_RETRY_COUNT),
+                    max_cm_retries: b.u8(MAX_CM_RETRIES),
+                    srq: b.flag(SRQ),
+                    extended_transport: b.u8(EXTENDED_TRANSPORT),
+                    primary_path: CmPath::parse(&b.at(PRIMARY_PATH)),
+                    alternate_path: CmPath::parse(&b.at(ALTERNATE_PATH)),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
+            attr::MRA => {
+                use field::mra::*;
+                CmMessage::Mra(Mra {
+                    local_comm_id: local,
+                    remote_comm_id: remote,
+                    message_mraed: b.u8(MESSAGE_MRAED),
+                    service_timeout: b.u8(SERVICE_TIMEOUT),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
+            attr::REJ => {
+                use field::rej::*;
+                CmMessage::Rej(Rej {
+                    local_comm_id: local,
+                    remote_comm_id: remote,
+                    message_rejected: b.u8(MESSAGE_REJECTED),
+                    reject_info_len: b.u8(REJECT_INFO_LEN),
+                    reason: b.u16(REASON),
+                    ari: b.slice(ARI),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
+            attr::REP => {
+                use field::rep::*;
+                CmMessage::Rep(Rep {
+                    local_comm_id: local,
+                    remote_comm_id: remote,
+                    local_qkey: b.u32(LOCAL_QKEY),
+                    local_qpn: b.u32(LOCAL_QPN),
+                    starting_psn: b.u32(STARTING_PSN),
+                    responder_resources: b.u8(RESPONDER_RESOURCES),
+                    initiator_depth: b.u8(INITIATOR_DEPTH),
+                    target_ack_delay: b.u8(TARGET_ACK_DELAY),
+                    failover_accepted: b.u8(FAILOVER_ACCEPTED),
+                    end_to_end_flow_control: b.flag(END_TO_END_FLOW_CONTROL),
+                    rnr_retry_count: b.u8(RNR_RETRY_COUNT),
+                    srq: b.flag(SRQ),
+                    local_ca_guid: b.get(LOCAL_CA_GUID),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
+            attr::RTU => CmMessage::Rtu(ids()),
+            attr::DREQ => {
+                use field::dreq::*;
+                CmMessage::Dreq(Dreq {
+                    local_comm_id: local,
+                    remote_comm_id: remote,
+                    remote_qpn: b.u32(REMOTE_QPN),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
+            attr::DREP => CmMessage::Drep(ids()),
+            attr::SIDR_REQ => {
+                use field::sidr_req::*;
+                CmMessage::SidrReq(SidrReq {
+                    request_id: b.u32(REQUEST_ID),
+                    pkey: b.u16(PKEY),
+                    service_id: b.get(SERVICE_ID),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
+            attr::SIDR_REP => {
+                use field::sidr_rep::*;
+                CmMessage::SidrRep(SidrRep {
+                    request_id: b.u32(REQUEST_ID),
+                    status: b.u8(STATUS),
+                    additional_info_len: b.u8(ADDITIONAL_INFO_LEN),
+                    qpn: b.u32(QPN),
+                    service_id: b.get(SERVICE_ID),
+                    qkey: b.u32(QKEY),
+                    class_port_info: b.slice(CLASS_PORT_INFO),
+                    private_data: b.slice(PRIVATE_DATA),
+                })
+            }
             _ => return Err(Error::BadMad),
         };
         Ok(CmMad {
@@ -573,92 +788,107 @@ impl<'a> CmMad<'a> {
         .emit(mad);
         let body = &mut mad[24..];
         body.fill(0);
-        let mut b = BodyMut(body);
-        let ids = |b: &mut BodyMut, m: &Ids, at| {
-            b.put(0, 4, m.local_comm_id.into());
-            b.put(4, 4, m.remote_comm_id.into());
-            b.private(at, CM_DATA_LEN - at, m.private_data)
+        let mut b = BodyMut {
+            bytes: body,
+            base: 0,
+        };
+        let ids = |b: &mut BodyMut, local: u32, remote: u32| {
+            b.put(field::LOCAL_COMM_ID, local);
+            b.put(field::REMOTE_COMM_ID, remote);
         };
         match &self.message {
             CmMessage::Req(m) => {
-                b.put(0, 4, m.local_comm_id.into());
-                b.put(8, 8, m.service_id);
-                b.put(16, 8, m.local_ca_guid);
-                b.put(28, 4, m.local_qkey.into());
-                b.u24(32, m.local_qpn);
-                b.put(35, 1, m.responder_resources.into());
-                b.put(39, 1, m.initiator_depth.into());
-                b.bits(43, 3, 5, m.remote_cm_response_timeout);
-                b.bits(43, 1, 2, m.transport);
-                b.bits(43, 0, 1, m.end_to_end_flow_control.into());
-                b.u24(44, m.starting_psn);
-                b.bits(47, 3, 5, m.local_cm_response_timeout);
-                b.bits(47, 0, 3, m.retry_count);
-                b.put(48, 2, m.pkey.into());
-                b.bits(50, 4, 4, m.path_mtu);
-                b.bits(50, 3, 1, m.rdc_exists.into());
-                b.bits(50, 0, 3, m.rnr_retry_count);
-                b.bits(51, 4, 4, m.max_cm_retries);
-                b.bits(51, 3, 1, m.srq.into());
-                b.bits(51, 0, 3, m.extended_transport);
-                m.primary_path.emit(&mut b, 52);
-                m.alternate_path.emit(&mut b, 52 + CmPath::LEN);
-                b.private(140, 92, m.private_data)?;
+                use field::req::*;
+                b.put(field::LOCAL_COMM_ID, m.local_comm_id);
+                b.put(SERVICE_ID, m.service_id);
+                b.put(LOCAL_CA_GUID, m.local_ca_guid);
+                b.put(LOCAL_QKEY, m.local_qkey);
+                b.put(LOCAL_QPN, m.local_qpn & 0xff_ffff);
+                b.put(RESPONDER_RESOURCES, m.responder_resources);
+                b.put(INITIATOR_DEPTH, m.initiator_depth);
+                b.put(REMOTE_CM_RESPONSE_TIMEOUT, m.remote_cm_response_timeout);
+                b.put(TRANSPORT, m.transport);
+                b.put(END_TO_END_FLOW_CONTROL, m.end_to_end_flow_control);
+                b.put(STARTING_PSN, m.starting_psn & 0xff_ffff);
+                b.put(LOCAL_CM_RESPONSE_TIMEOUT, m.local_cm_response_timeout);
+                b.put(RETRY_COUNT, m.retry_count);
+                b.put(PKEY, m.pkey);
+                b.put(PATH_MTU, m.path_mtu);
+                b.put(RDC_EXISTS, m.rdc_exists);
+                b.put(RNR_RETRY_COUNT, m.rnr_retry_count);
+                b.put(MAX_CM_RETRIES, m.max_cm_retries);
+                b.put(SRQ, m.srq);
+                b.put(EXTENDED_TRANSPORT, m.extended_transport);
+                for (base, path) in [
+                    (PRIMARY_PATH, &m.primary_path),
+                    (ALTERNATE_PATH, &m.alternate_path),
+                ] {
+                    path.emit(&mut BodyMut {
+                        bytes: b.bytes,
+                        base,
+                    });
+                }
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
             CmMessage::Mra(m) => {
-                b.put(0, 4, m.local_comm_id.into());
-                b.put(4, 4, m.remote_comm_id.into());
-                b.bits(8, 6, 2, m.message_mraed);
-                b.bits(9, 3, 5, m.service_timeout);
-                b.private(10, 222, m.private_data)?;
+                use field::mra::*;
+                ids(&mut b, m.local_comm_id, m.remote_comm_id);
+                b.put(MESSAGE_MRAED, m.message_mraed);
+                b.put(SERVICE_TIMEOUT, m.service_timeout);
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
             CmMessage::Rej(m) => {
-                b.put(0, 4, m.local_comm_id.into());
-                b.put(4, 4, m.remote_comm_id.into());
-                b.bits(8, 6, 2, m.message_rejected);
-                b.bits(9, 1, 7, m.reject_info_len);
-                b.put(10, 2, m.reason.into());
-                b.private(12, 72, m.ari)?;
-                b.private(84, 148, m.private_data)?;
+                use field::rej::*;
+                ids(&mut b, m.local_comm_id, m.remote_comm_id);
+                b.put(MESSAGE_REJECTED, m.message_rejected);
+                b.put(REJECT_INFO_LEN, m.reject_info_len);
+                b.put(REASON, m.reason);
+                b.fill(ARI, m.ari)?;
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
             CmMessage::Rep(m) => {
-                b.put(0, 4, m.local_comm_id.into());
-                b.put(4, 4, m.remote_comm_id.into());
-                b.put(8, 4, m.local_qkey.into());
-                b.u24(12, m.local_qpn);
-                b.u24(20, m.starting_psn);
-                b.put(24, 1, m.responder_resources.into());
-                b.put(25, 1, m.initiator_depth.into());
-                b.bits(26, 3, 5, m.target_ack_delay);
-                b.bits(26, 1, 2, m.failover_accepted);
-                b.bits(26, 0, 1, m.end_to_end_flow_control.into());
-                b.bits(27, 5, 3, m.rnr_retry_count);
-                b.bits(27, 4, 1, m.srq.into());
-                b.put(28, 8, m.local_ca_guid);
-                b.private(36, 196, m.private_data)?;
+                use field::rep::*;
+                ids(&mut b, m.local_comm_id, m.remote_comm_id);
+                b.put(LOCAL_QKEY, m.local_qkey);
+                b.put(LOCAL_QPN, m.local_qpn & 0xff_ffff);
+                b.put(STARTING_PSN, m.starting_psn & 0xff_ffff);
+                b.put(RESPONDER_RESOURCES, m.responder_resources);
+                b.put(INITIATOR_DEPTH, m.initiator_depth);
+                b.put(TARGET_ACK_DELAY, m.target_ack_delay);
+                b.put(FAILOVER_ACCEPTED, m.failover_accepted);
+                b.put(END_TO_END_FLOW_CONTROL, m.end_to_end_flow_control);
+                b.put(RNR_RETRY_COUNT, m.rnr_retry_count);
+                b.put(SRQ, m.srq);
+                b.put(LOCAL_CA_GUID, m.local_ca_guid);
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
-            CmMessage::Rtu(m) | CmMessage::Drep(m) => ids(&mut b, m, 8)?,
+            CmMessage::Rtu(m) | CmMessage::Drep(m) => {
+                ids(&mut b, m.local_comm_id, m.remote_comm_id);
+                b.fill(field::ids::PRIVATE_DATA, m.private_data)?;
+            }
             CmMessage::Dreq(m) => {
-                b.put(0, 4, m.local_comm_id.into());
-                b.put(4, 4, m.remote_comm_id.into());
-                b.u24(8, m.remote_qpn);
-                b.private(12, 220, m.private_data)?;
+                use field::dreq::*;
+                ids(&mut b, m.local_comm_id, m.remote_comm_id);
+                b.put(REMOTE_QPN, m.remote_qpn & 0xff_ffff);
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
             CmMessage::SidrReq(m) => {
-                b.put(0, 4, m.request_id.into());
-                b.put(4, 2, m.pkey.into());
-                b.put(8, 8, m.service_id);
-                b.private(16, 216, m.private_data)?;
+                use field::sidr_req::*;
+                b.put(REQUEST_ID, m.request_id);
+                b.put(PKEY, m.pkey);
+                b.put(SERVICE_ID, m.service_id);
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
             CmMessage::SidrRep(m) => {
-                b.put(0, 4, m.request_id.into());
-                b.put(4, 1, m.status.into());
-                b.put(5, 1, m.additional_info_len.into());
-                b.u24(8, m.qpn);
-                b.put(12, 8, m.service_id);
-                b.put(20, 4, m.qkey.into());
-                b.private(24, 72, m.class_port_info)?;
-                b.private(96, 136, m.private_data)?;
+                use field::sidr_rep::*;
+                b.put(REQUEST_ID, m.request_id);
+                b.put(STATUS, m.status);
+                b.put(ADDITIONAL_INFO_LEN, m.additional_info_len);
+                b.put(QPN, m.qpn & 0xff_ffff);
+                b.put(SERVICE_ID, m.service_id);
+                b.put(QKEY, m.qkey);
+                b.fill(CLASS_PORT_INFO, m.class_port_info)?;
+                b.fill(PRIVATE_DATA, m.private_data)?;
             }
         }
         Ok(MAD_LEN)

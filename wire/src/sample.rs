@@ -8,7 +8,7 @@ use crate::deth::DethRepr;
 use crate::frame::{EthRepr, ExtRepr, FrameRepr, IpRepr, UdpChecksum, UdpRepr};
 use crate::opcode::{Headers, Operation, TABLE};
 use crate::reth::RethRepr;
-use crate::{BthRepr, EthernetAddress, Ipv4Address, Ipv6Address, Opcode, VlanTag};
+use crate::{BthRepr, EthernetAddress, Ipv4Address, Ipv6Address, Opcode, VlanTag, cm, mad};
 
 /// One example frame.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -194,7 +194,7 @@ pub fn every_opcode(version: Ip) -> Vec<Sample> {
 }
 
 /// The frames of the shipped sample capture: every opcode over IPv4 and IPv6, then the NAKs,
-/// an RNR NAK, a VLAN-tagged frame and a frame with congestion marks.
+/// an RNR NAK, a VLAN-tagged frame, a frame with congestion marks, and a CM conversation.
 pub fn capture() -> Vec<Sample> {
     let mut frames = every_opcode(Ip::V4);
     frames.extend(every_opcode(Ip::V6));
@@ -250,7 +250,208 @@ pub fn capture() -> Vec<Sample> {
     marked.repr.bth.fecn = true;
     marked.name = "RC_SEND_ONLY over IPv4, ECN CE (congestion experienced) and FECN".into();
     frames.push(marked);
+    frames.extend(cm_conversation());
     frames
+}
+
+/// The port rdma_cm programs such as rping listen on by default.
+const RPING_PORT: u16 = 7174;
+
+/// A CM MAD from A (or B) to the other's QP1, over IPv4: a UD SEND_ONLY with the GSI's Q_Key.
+fn mad(from_a: bool, psn: u32, what: &str, message: cm::CmMessage) -> Sample {
+    let mut s = example(Opcode::UdSendOnly, Ip::V4, psn, 0);
+    s.repr.ip = ip(Ip::V4, from_a);
+    if !from_a {
+        s.repr.eth = EthRepr {
+            dst: MAC_A,
+            src: MAC_B,
+            vlan: None,
+        };
+    }
+    s.repr.bth.dest_qp = mad::GSI_QPN;
+    s.repr.bth.solicited = false;
+    s.repr.ext.deth = Some(DethRepr {
+        qkey: mad::GSI_QKEY,
+        src_qp: mad::GSI_QPN,
+    });
+    let m = cm::CmMad {
+        transaction_id: 0x0000_0001_2345_6780 | u64::from(!from_a),
+        message,
+    };
+    s.payload = vec![0; mad::MAD_LEN];
+    m.emit(&mut s.payload).expect("a valid MAD");
+    s.name = format!("CM {} over IPv4 to QP1: {what}", m.message.name());
+    s
+}
+
+/// An rdma_cm connection to port 7174 (rping's) set up and torn down (REQ, REP, RTU, DREQ,
+/// DREP), a REQ for a port nobody listens on and its REJ, and a UD service resolved by SIDR.
+pub fn cm_conversation() -> Vec<Sample> {
+    let a4 = core::net::IpAddr::V4(core::net::Ipv4Addr::new(198, 18, 0, 1));
+    let b4 = core::net::IpAddr::V4(core::net::Ipv4Addr::new(198, 18, 0, 2));
+    let mapped = |ip: core::net::IpAddr| match ip {
+        core::net::IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        core::net::IpAddr::V6(v6) => v6.octets(),
+    };
+    let mut private = [0u8; cm::CmaHeader::LEN];
+    cm::CmaHeader {
+        src_port: 49152,
+        src: a4,
+        dst: b4,
+    }
+    .emit(&mut private)
+    .expect("one family");
+    let path = cm::CmPath {
+        local_lid: 0xffff,
+        remote_lid: 0xffff,
+        local_gid: mapped(a4),
+        remote_gid: mapped(b4),
+        flow_label: 0,
+        packet_rate: 3,
+        traffic_class: 0,
+        hop_limit: 64,
+        sl: 0,
+        subnet_local: false,
+        local_ack_timeout: 14,
+    };
+    let req = |service_id| cm::Req {
+        local_comm_id: 0x0a0b_0c01,
+        service_id,
+        local_ca_guid: 0x0200_00ff_fe00_0001,
+        local_qkey: 0,
+        local_qpn: QP_A,
+        responder_resources: 1,
+        initiator_depth: 1,
+        remote_cm_response_timeout: 20,
+        transport: 0,
+        end_to_end_flow_control: false,
+        starting_psn: 0x00_1234,
+        local_cm_response_timeout: 20,
+        retry_count: 7,
+        pkey: 0xffff,
+        path_mtu: 3,
+        rdc_exists: false,
+        rnr_retry_count: 7,
+        max_cm_retries: 15,
+        srq: false,
+        extended_transport: 0,
+        primary_path: path,
+        alternate_path: cm::CmPath::default(),
+        private_data: &private,
+    };
+    let ids = |from_a: bool| {
+        let (a, b) = (0x0a0b_0c01, 0x0d0e_0f02);
+        if from_a { (a, b) } else { (b, a) }
+    };
+    let (a, b) = (ids(true), ids(false));
+    let service = cm::ip_service_id(cm::port_space::TCP, RPING_PORT);
+    let udp_service = cm::ip_service_id(cm::port_space::UDP, RPING_PORT);
+    vec![
+        mad(
+            true,
+            0x10,
+            "A asks for B's port 7174",
+            cm::CmMessage::Req(req(service)),
+        ),
+        mad(
+            false,
+            0x20,
+            "B accepts, with its QP",
+            cm::CmMessage::Rep(cm::Rep {
+                local_comm_id: b.0,
+                remote_comm_id: b.1,
+                local_qkey: 0,
+                local_qpn: QP_B,
+                starting_psn: 0x00_5678,
+                responder_resources: 1,
+                initiator_depth: 1,
+                target_ack_delay: 15,
+                failover_accepted: 0,
+                end_to_end_flow_control: false,
+                rnr_retry_count: 7,
+                srq: false,
+                local_ca_guid: 0x0200_00ff_fe00_0002,
+                private_data: &[],
+            }),
+        ),
+        mad(
+            true,
+            0x11,
+            "A's QP is ready",
+            cm::CmMessage::Rtu(cm::Ids {
+                local_comm_id: a.0,
+                remote_comm_id: a.1,
+                private_data: &[],
+            }),
+        ),
+        mad(
+            true,
+            0x12,
+            "A disconnects",
+            cm::CmMessage::Dreq(cm::Dreq {
+                local_comm_id: a.0,
+                remote_comm_id: a.1,
+                remote_qpn: QP_B,
+                private_data: &[],
+            }),
+        ),
+        mad(
+            false,
+            0x21,
+            "B agrees",
+            cm::CmMessage::Drep(cm::Ids {
+                local_comm_id: b.0,
+                remote_comm_id: b.1,
+                private_data: &[],
+            }),
+        ),
+        mad(
+            true,
+            0x13,
+            "A asks for port 7175, where nobody listens",
+            cm::CmMessage::Req(req(cm::ip_service_id(cm::port_space::TCP, RPING_PORT + 1))),
+        ),
+        mad(
+            false,
+            0x22,
+            "B refuses: invalid service ID",
+            cm::CmMessage::Rej(cm::Rej {
+                local_comm_id: 0,
+                remote_comm_id: a.0,
+                message_rejected: cm::about::REQ,
+                reject_info_len: 0,
+                reason: cm::rej_reason::INVALID_SERVICE_ID,
+                ari: &[],
+                private_data: &[],
+            }),
+        ),
+        mad(
+            true,
+            0x14,
+            "A asks which UD QP serves UDP port 7174",
+            cm::CmMessage::SidrReq(cm::SidrReq {
+                request_id: 0x0a0b_0c03,
+                pkey: 0xffff,
+                service_id: udp_service,
+                private_data: &private,
+            }),
+        ),
+        mad(
+            false,
+            0x23,
+            "B's UD QP, with its Q_Key",
+            cm::CmMessage::SidrRep(cm::SidrRep {
+                request_id: 0x0a0b_0c03,
+                status: 0,
+                additional_info_len: 0,
+                qpn: QP_B,
+                service_id: udp_service,
+                qkey: 0x0100_1c06,
+                class_port_info: &[],
+                private_data: &[],
+            }),
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ use crate::opcode::Headers;
 use crate::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Reth, Syndrome};
 use core::fmt::{self, Write};
 
+mod mad;
+
 /// Bytes of hex per row before a field continues on the next row.
 const HEX_PER_ROW: usize = 8;
 
@@ -382,7 +384,12 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
     dissect_ext(&mut rows, info.headers, l)?;
 
     let payload = p.payload();
-    if info.allows_payload() {
+    if r.bth.dest_qp == crate::mad::GSI_QPN
+        && r.ext.deth.is_some()
+        && let Ok(m) = crate::cm::CmMad::parse(payload)
+    {
+        mad::dissect(&mut rows, l.payload, &m)?;
+    } else if info.allows_payload() {
         rows.layer("Payload", l.payload, payload.len())?;
         let preview: String = payload
             .iter()
@@ -656,6 +663,11 @@ pub fn summary(frame: &[u8]) -> String {
     let x = &r.ext;
     if let Some(d) = x.deth {
         let _ = write!(line, " qkey={:#x} srcqp={:#x}", d.qkey, d.src_qp);
+        if r.bth.dest_qp == crate::mad::GSI_QPN
+            && let Ok(m) = crate::cm::CmMad::parse(p.payload())
+        {
+            let _ = write!(line, " {}", mad::summary(&m));
+        }
     }
     if let Some(h) = x.reth {
         let _ = write!(
