@@ -10,8 +10,10 @@
 //!   completions and drives retransmission.
 //! - Application memory is reached through the [`Memory`] trait.
 //! - [`native`] is a Rust API over the engine (library mode), with an in-process loopback link.
+//! - [`cm`] is the Communication Manager: connection setup and teardown over QP1, sans-IO too.
 
 mod attr;
+pub mod cm;
 pub mod completer;
 mod counters;
 mod cq;

@@ -98,7 +98,7 @@ const REQ: [Row; 22] = {
             LOCAL_CM_RESPONSE_TIMEOUT,
             "LocalCMTimeout",
             Show::Timeout,
-            "how long it waits for an answer",
+            "how long the requester may take to answer",
         ),
         (RETRY_COUNT, "RetryCount", Show::Dec, "transport retries"),
         (PKEY, "P_Key", Show::Hex, "partition"),
