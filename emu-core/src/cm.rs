@@ -22,11 +22,14 @@ use crate::gid::Gid;
 use crate::rng::Rng;
 use crate::time::Instant;
 
-/// Where a MAD goes, or came from: a port's GID and the MAC of the next hop towards it.
+/// Where a MAD goes, or came from: the other port's GID, the local GID that talks to it, and
+/// the MAC of the next hop towards it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Peer {
-    /// The peer's GID.
+    /// The other port's GID.
     pub gid: Gid,
+    /// The local GID (the one a REQ was sent to, or the path's source).
+    pub local: Gid,
     /// The next hop's MAC.
     pub mac: [u8; 6],
 }
@@ -941,9 +944,9 @@ impl Cm {
         if let Some(c) = self.conns.get_mut(&r.remote_comm_id)
             && matches!(c.state, State::ReqSent | State::RepSent)
         {
-            // The other side needs more time: wait that long (plus our own), without resending.
-            c.pending = None;
-            c.deadline = Some(now + cm_timeout(r.service_timeout) + c.wait);
+            // The other side needs more time (12.6.6): each wait grows by what it asks for.
+            c.wait += cm_timeout(r.service_timeout);
+            c.deadline = Some(now + c.wait);
         }
     }
 
@@ -1126,7 +1129,6 @@ mod tests {
     /// Two CMs, A (active) and B (passive), and what travels between them.
     struct Pair {
         cm: [Cm; 2],
-        peer: [Peer; 2],
         now: Instant,
         /// Whether each side's next MADs are lost.
         lose: [bool; 2],
@@ -1139,22 +1141,21 @@ mod tests {
             for c in &mut cm {
                 c.set_timing(Duration::from_millis(100), 3);
             }
-            let peer = [
-                Peer {
-                    gid: Gid([1; 16]),
-                    mac: [2, 0, 0, 0, 0, 1],
-                },
-                Peer {
-                    gid: Gid([2; 16]),
-                    mac: [2, 0, 0, 0, 0, 2],
-                },
-            ];
             Pair {
                 cm,
-                peer,
                 now: Instant::ZERO,
                 lose: [false; 2],
                 sent: Vec::new(),
+            }
+        }
+
+        /// Side `of` as the other side sees it.
+        fn peer(&self, of: usize) -> Peer {
+            let n = of as u8 + 1;
+            Peer {
+                gid: Gid([n; 16]),
+                local: Gid([3 - n; 16]),
+                mac: [2, 0, 0, 0, 0, n],
             }
         }
 
@@ -1167,9 +1168,9 @@ mod tests {
                         moved = true;
                         let id = u16::from_be_bytes([o.mad[16], o.mad[17]]);
                         self.sent.push((from, id));
-                        assert_eq!(o.to, self.peer[1 - from]);
+                        assert_eq!(o.to, self.peer(1 - from));
                         if !self.lose[from] {
-                            let me = self.peer[from];
+                            let me = self.peer(from);
                             self.cm[1 - from].handle_mad(self.now, me, &o.mad);
                         }
                     }
@@ -1203,7 +1204,7 @@ mod tests {
 
         fn connect(&mut self) -> ConnId {
             let p = ConnectParams {
-                peer: self.peer[1],
+                peer: self.peer(1),
                 service_id: SERVICE,
                 qpn: 0x11,
                 starting_psn: 100,
@@ -1388,7 +1389,7 @@ mod tests {
         };
         let mut bytes = [0u8; MAD_LEN];
         rep.emit(&mut bytes).unwrap();
-        p.cm[0].handle_mad(p.now, p.peer[1], &bytes);
+        p.cm[0].handle_mad(p.now, p.peer(1), &bytes);
         let out = p.cm[0].poll_transmit().expect("a REJ");
         match CmMad::parse(&out.mad).unwrap().message {
             CmMessage::Rej(r) => {
@@ -1408,7 +1409,7 @@ mod tests {
         let mut p = Pair::new();
         p.cm[1].listen(SERVICE).unwrap();
         for bad in [&[0u8; 10][..], &[0u8; MAD_LEN][..], &[0xffu8; MAD_LEN][..]] {
-            p.cm[1].handle_mad(p.now, p.peer[0], bad);
+            p.cm[1].handle_mad(p.now, p.peer(0), bad);
         }
         assert_eq!(p.cm[1].dropped, 3);
         assert!(p.cm[1].poll_transmit().is_none());
@@ -1483,7 +1484,7 @@ mod tests {
         let mut p = Pair::new();
         let udp = ip_service_id(port_space::UDP, 7174);
         p.cm[1].listen(udp).unwrap();
-        let a = p.cm[0].sidr_request(p.now, p.peer[1], udp, b"hi").unwrap();
+        let a = p.cm[0].sidr_request(p.now, p.peer(1), udp, b"hi").unwrap();
         p.run();
         let b = match p.events(1).as_slice() {
             [CmEvent::SidrReqReceived { id, service_id, .. }] if *service_id == udp => *id,
@@ -1507,7 +1508,7 @@ mod tests {
         }
         // Nobody listens: status 1.
         let none = ip_service_id(port_space::UDP, 1);
-        p.cm[0].sidr_request(p.now, p.peer[1], none, &[]).unwrap();
+        p.cm[0].sidr_request(p.now, p.peer(1), none, &[]).unwrap();
         p.run();
         assert!(matches!(
             p.events(0).as_slice(),
@@ -1528,7 +1529,7 @@ mod tests {
         let long = ConnectParams {
             private_data: vec![0; 93],
             ..ConnectParams {
-                peer: p.peer[1],
+                peer: p.peer(1),
                 service_id: SERVICE,
                 qpn: 1,
                 starting_psn: 0,

@@ -4,9 +4,14 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use smoltcp::wire::EthernetAddress;
-use softrnic_wire::{Error as WireError, IpRepr, Operation, Transport, frame};
+use softrnic_wire::mad::{GSI_QKEY, GSI_QPN};
+use softrnic_wire::{
+    BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, IpRepr, Opcode, Operation,
+    Transport, frame,
+};
 
 use crate::attr::{DeviceAttr, PortAttr};
+use crate::cm::{Cm, Peer};
 use crate::completer::{self, Completer};
 use crate::counters::Counters;
 use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
@@ -21,8 +26,8 @@ use crate::responder::{self, Responder};
 use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::Instant;
-use crate::wr::{RecvWr, SendWr, WorkQueue};
-use crate::{Result, VerbsError};
+use crate::wr::{AddressHandle, RecvWr, SendWr, WorkQueue};
+use crate::{Result, VerbsError, psn};
 
 /// The largest frame the engine writes: a 4096-byte payload with every header (Ethernet with a
 /// VLAN tag, IPv6, UDP, BTH, the largest extension headers) and the ICRC.
@@ -125,6 +130,10 @@ pub struct Engine<M> {
     next_qpn: u32,
     device: DeviceAttr,
     port: PortAttr,
+    /// The Communication Manager, on QP1.
+    cm: Cm,
+    /// The PSN of the next MAD QP1 sends.
+    gsi_psn: u32,
 }
 
 impl<M: Memory> Engine<M> {
@@ -134,6 +143,11 @@ impl<M: Memory> Engine<M> {
         let port = PortAttr::active(config.eth_mtu);
         // QPNs 0 and 1 are the special QPs; start at a seeded point so QPNs differ per run.
         let next_qpn = 0x11 + (rng.next_u32() & 0xffff);
+        // The CA GUID, as rxe makes the node GUID: the EUI-64 of the MAC.
+        let guid = Gid::link_local(config.mac.0).0[8..]
+            .try_into()
+            .expect("8 bytes");
+        let cm = Cm::new(u64::from_be_bytes(guid), rng.next_u64());
         Engine {
             sh: Shared {
                 mem,
@@ -153,7 +167,16 @@ impl<M: Memory> Engine<M> {
             next_qpn,
             device: config.device,
             port,
+            cm,
+            gsi_psn: 0,
         }
+    }
+
+    /// The Communication Manager: its consumer listens, connects, accepts and disconnects
+    /// through it, and reads its events. Its MADs go out through
+    /// [`poll_transmit`](Self::poll_transmit) and its timers run with the engine's.
+    pub fn cm(&mut self) -> &mut Cm {
+        &mut self.cm
     }
 
     /// The application memory.
@@ -804,6 +827,9 @@ impl<M: Memory> Engine<M> {
             return;
         }
         let qpn = pkt.repr.bth.dest_qp;
+        if qpn == GSI_QPN {
+            return self.gsi_receive(now, &pkt, src, dst);
+        }
         let Some(qp) = self.qps.get_mut(&qpn) else {
             self.sh.counters.rcvd_unknown_qp += 1;
             return;
@@ -833,9 +859,70 @@ impl<M: Memory> Engine<M> {
         self.mark_ready(qpn);
     }
 
+    /// QP1, the General Services Interface (IBA 13.5): UD SEND_ONLY packets with the GSI's
+    /// Q_Key carry MADs, which go to the CM. Anything else for QP1 is dropped and counted.
+    fn gsi_receive(&mut self, now: Instant, pkt: &frame::ParsedFrame, src: Gid, dst: Gid) {
+        let deth = pkt.repr.ext.deth;
+        if pkt.repr.bth.opcode != Opcode::UdSendOnly {
+            self.sh.counters.rcvd_bad_context += 1;
+            return;
+        }
+        if deth.is_none_or(|d| d.qkey != GSI_QKEY) {
+            self.sh.counters.qkey_violation += 1;
+            return;
+        }
+        let from = Peer {
+            gid: src,
+            local: dst,
+            mac: pkt.repr.eth.src.0,
+        };
+        self.cm.handle_mad(now, from, pkt.payload());
+    }
+
+    /// The next MAD the CM sends, as a UD SEND_ONLY frame from QP1 to the peer's QP1.
+    fn gsi_transmit(&mut self, buf: &mut [u8]) -> Option<usize> {
+        while let Some(o) = self.cm.poll_transmit() {
+            let ah = AddressHandle {
+                dgid: o.to.gid,
+                sgid_index: self.sh.gids.iter().position(|g| *g == o.to.local)? as u8,
+                hop_limit: 64,
+                traffic_class: 0,
+                flow_label: 0,
+                dmac: EthernetAddress(o.to.mac),
+            };
+            let Some(path) = self.sh.path(&ah, 0xc000 | (GSI_QPN as u16)) else {
+                continue;
+            };
+            let psn = self.gsi_psn;
+            self.gsi_psn = psn::add(psn, 1);
+            let repr = FrameRepr {
+                eth: path.eth,
+                ip: path.ip,
+                udp: path.udp,
+                bth: BthRepr::new(Opcode::UdSendOnly, GSI_QPN, psn),
+                ext: ExtRepr {
+                    deth: Some(DethRepr {
+                        qkey: GSI_QKEY,
+                        src_qp: GSI_QPN,
+                    }),
+                    ..ExtRepr::default()
+                },
+            };
+            if let Ok(n) = repr.emit(&o.mad, buf) {
+                self.sh.counters.sent_pkts += 1;
+                return Some(n);
+            }
+        }
+        None
+    }
+
     /// Writes the next frame to send into `buf` (at least [`MAX_FRAME`] bytes) and returns its
-    /// length, or `None` when nothing is ready. Responses go before new requests.
+    /// length, or `None` when nothing is ready. Management datagrams go first, then responses,
+    /// then new requests.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if let Some(n) = self.gsi_transmit(buf) {
+            return Some(n);
+        }
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
@@ -874,12 +961,14 @@ impl<M: Memory> Engine<M> {
             .values()
             .flat_map(|q| [q.comp.timer, q.req.rnr_until])
             .flatten()
+            .chain(self.cm.poll_timeout())
             .min()
     }
 
     /// Runs the timers that are due at `now`: ACK timeouts (go-back-N or retry exhaustion) and
     /// the ends of RNR waits.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.cm.handle_timeout(now);
         let mut due = Vec::new();
         for (qpn, qp) in &mut self.qps {
             if qp.comp.timer.is_some_and(|t| t <= now) {
