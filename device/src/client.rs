@@ -238,14 +238,17 @@ impl Client {
         e.into()
     }
 
-    /// Sends one request and waits for its reply.
-    pub fn call(&mut self, req: Request) -> Result<Reply> {
+    /// Sends one request (none once the daemon is gone).
+    fn send(&mut self, req: &Request) -> Result<()> {
         if self.lost {
             return Err(gone());
         }
-        if let Err(e) = proto::send(&mut self.stream, &req) {
-            return Err(self.broken(e));
-        }
+        proto::send(&mut self.stream, req).map_err(|e| self.broken(e))
+    }
+
+    /// Sends one request and waits for its reply.
+    pub fn call(&mut self, req: Request) -> Result<Reply> {
+        self.send(&req)?;
         match proto::recv(&mut self.stream) {
             Ok(Some(Reply::Error { errno, message })) => Err(Error { errno, message }),
             Ok(Some(r)) => Ok(r),
@@ -259,12 +262,7 @@ impl Client {
 
     /// Sends one request whose reply carries up to `max_fds` descriptors, and reads it.
     fn call_with_fds(&mut self, req: Request, max_fds: usize) -> Result<(Reply, Vec<OwnedFd>)> {
-        if self.lost {
-            return Err(gone());
-        }
-        if let Err(e) = proto::send(&mut self.stream, &req) {
-            return Err(self.broken(e));
-        }
+        self.send(&req)?;
         self.reply_with_fds(max_fds)
     }
 

@@ -188,8 +188,8 @@ impl Daemon {
                 continue;
             }
             // Going to sleep: say so in every region, then look once more, so work posted in
-            // between is not left waiting (its program saw the flag and wrote the wake-up socket, or
-            // we see its doorbell now).
+            // between is not left waiting (its program saw the flag and wrote the wake-up
+            // socket, or we see its doorbell now).
             let contexts = self.contexts.iter().flatten();
             contexts.clone().for_each(|c| c.rings.set_sleeping(true));
             if contexts.clone().any(|c| c.rings.rung()) {
