@@ -375,9 +375,16 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
     }
 
     // Path MTU: softrnic's port at 4096 (MTU 9000 tap), rxe's at 1024; perftest settles on the
-    // smaller, and sizes straddle both.
+    // smaller, and sizes straddle both. While the device is down, the tap is free for the CM
+    // scenario, which drives an engine on it directly.
     let softrnic = |args: &[&str]| peers.host.softrnic(args).output().unwrap();
     assert!(softrnic(&["down", "srnic0"]).status.success());
+    let r = cm_handshake_with_kernel_rdma_cm(&peers.guest);
+    check(
+        "CM: REQ, REP, RTU, DREQ, DREP with kernel rdma_cm (rping -s)".into(),
+        Server::Rxe,
+        r,
+    );
     let mtu = Command::new("ip")
         .args([
             "-n",
@@ -516,4 +523,149 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
         .map(|o| &o.scenario)
         .collect();
     assert!(failed.is_empty(), "failed: {failed:?}");
+}
+
+/// softrnic's Communication Manager against the kernel's rdma_cm, on the wire: rping serves in
+/// the guest, and an engine on the tap (AF_PACKET, in library mode) connects an RC QP to it
+/// with a REQ carrying rdma_cm's header, answers the kernel's REP with an RTU, then
+/// disconnects with a DREQ the kernel answers with a DREP.
+fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
+    use softrnic_emu_core::cm::{CmEvent, ConnectParams, Peer};
+    use softrnic_emu_core::native::{Device, Endpoint};
+    use softrnic_emu_core::{Config, DeviceAttr, Gid, Instant, QpType};
+    use softrnic_wire::cm::{CmPath, CmaHeader, ip_service_id, port_space, rej_reason};
+
+    guest.start("rping", "rping -s -a 198.18.2.2 -d -C 1");
+    let (ns, tap) = (format!("/run/netns/{}", guest.ns), guest.tap.clone());
+    let client = std::thread::spawn(move || -> Result<Vec<String>, String> {
+        softrnic_device::sys::enter_netns(&ns).map_err(|e| e.to_string())?;
+        let link = softrnic_device::AfPacket::open(&tap).map_err(|e| e.to_string())?;
+        let (me, them) = ([198, 18, 2, 1], [198, 18, 2, 2]);
+        let mac = link.mac();
+        let config = Config {
+            seed: 11,
+            mac: softrnic_wire::EthernetAddress(mac),
+            gids: vec![Gid::from(std::net::Ipv4Addr::from(me))],
+            eth_mtu: link.mtu(),
+            device: DeviceAttr::default(),
+        };
+        let mut dev = Device::new(link, config);
+        let their_ip = std::net::IpAddr::from(them);
+        let their_mac = softrnic_device::neigh::resolve(their_ip, Duration::from_secs(5))
+            .map_err(|e| format!("the guest's MAC: {e}"))?;
+        let pd = dev.engine().alloc_pd(0).map_err(|e| e.to_string())?;
+        let cq = dev.engine().create_cq(16).map_err(|e| e.to_string())?;
+        let qpn = dev
+            .create_qp(pd, QpType::Rc, cq)
+            .map_err(|e| e.to_string())?;
+        let own = dev.endpoint(qpn);
+        let peer = Peer {
+            gid: Gid::from_ip(their_ip),
+            local: own.gid,
+            mac: their_mac,
+        };
+        let mut private = vec![0u8; CmaHeader::LEN];
+        let header = CmaHeader {
+            src_port: 40000,
+            src: std::net::IpAddr::from(me),
+            dst: their_ip,
+        };
+        header.emit(&mut private).map_err(|e| e.to_string())?;
+        let path = CmPath {
+            local_lid: 0xffff,
+            remote_lid: 0xffff,
+            local_gid: own.gid.0,
+            remote_gid: peer.gid.0,
+            hop_limit: 64,
+            local_ack_timeout: 14,
+            ..CmPath::default()
+        };
+        let params = ConnectParams {
+            peer,
+            service_id: ip_service_id(port_space::TCP, 7174),
+            qpn,
+            starting_psn: own.psn,
+            transport: 0,
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            path_mtu: 3,
+            srq: false,
+            path,
+            private_data: private,
+        };
+        let start = std::time::Instant::now();
+        let now = || Instant::from_nanos(start.elapsed().as_nanos() as u64);
+        let deadline = start + LIMIT;
+        let mut seen = Vec::new();
+        let mut id = dev
+            .engine()
+            .cm()
+            .connect(now(), params.clone())
+            .map_err(|e| format!("{e:?}"))?;
+        let mut disconnecting = false;
+        while std::time::Instant::now() < deadline {
+            dev.progress();
+            let Some(event) = dev.engine().cm().poll_event() else {
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            };
+            // Its name is enough for the report.
+            let name = format!("{event:?}");
+            seen.push(name.split([' ', '{']).next().unwrap_or_default().to_owned());
+            match event {
+                // rping has not started listening yet: ask again.
+                CmEvent::Rejected { reason, .. } if reason == rej_reason::INVALID_SERVICE_ID => {
+                    std::thread::sleep(Duration::from_millis(200));
+                    let again = dev.engine().cm().connect(now(), params.clone());
+                    id = again.map_err(|e| format!("{e:?}"))?;
+                }
+                CmEvent::RepReceived {
+                    qpn: their_qpn,
+                    starting_psn,
+                    ..
+                } => {
+                    let them = Endpoint {
+                        gid: peer.gid,
+                        mac: softrnic_wire::EthernetAddress(their_mac),
+                        qpn: their_qpn,
+                        psn: starting_psn,
+                    };
+                    dev.connect(qpn, &them).map_err(|e| e.to_string())?;
+                    dev.engine()
+                        .cm()
+                        .ready_to_use(id, &[])
+                        .map_err(|e| format!("{e:?}"))?;
+                }
+                CmEvent::Established { .. } if !disconnecting => {
+                    disconnecting = true;
+                    dev.engine()
+                        .cm()
+                        .disconnect(now(), id)
+                        .map_err(|e| format!("{e:?}"))?;
+                }
+                CmEvent::Disconnected { .. } => return Ok(seen),
+                CmEvent::Unreachable { .. } | CmEvent::Rejected { .. } => {
+                    return Err(format!("the handshake failed: {seen:?}"));
+                }
+                _ => {}
+            }
+        }
+        Err(format!("no end to the handshake: {seen:?}"))
+    });
+    let seen = client
+        .join()
+        .map_err(|_| "the CM client panicked".to_string())??;
+    let (_, rping) = guest.finish("rping");
+    // The kernel's side saw the connection come and go.
+    for want in ["ESTABLISHED", "DISCONNECT"] {
+        if !rping.contains(want) {
+            return Err(format!(
+                "rping -s did not see {want}:\n{rping}\nsoftrnic: {seen:?}"
+            ));
+        }
+    }
+    eprintln!("CM with kernel rdma_cm: {seen:?}");
+    Ok(())
 }
