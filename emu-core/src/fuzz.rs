@@ -697,6 +697,173 @@ pub fn ops(data: &[u8]) {
     run(data, act);
 }
 
+/// A step of a conversation with the Communication Manager: a MAD from the peer (a message of
+/// any kind with fuzzed fields, aimed at a connection the CM knows when `known` says so, or raw
+/// bytes), a call of its consumer, or time passing.
+#[derive(Debug, Clone, Arbitrary)]
+enum CmStep {
+    Mad {
+        attr: u8,
+        known: Option<u8>,
+        tid: u64,
+        body: Vec<u8>,
+    },
+    Raw(Vec<u8>),
+    Listen(u8),
+    Connect(u8, Vec<u8>),
+    Accept(u8, Vec<u8>),
+    Reject(u8, u16, Vec<u8>),
+    ReadyToUse(u8),
+    Disconnect(u8),
+    Destroy(u8),
+    SidrRequest(u8),
+    SidrReply(u8, u8),
+    Advance(u32),
+}
+
+/// The CM under fuzzing, its peer's address, and the connection IDs it has handed out.
+struct CmWorld {
+    cm: crate::cm::Cm,
+    peer: crate::cm::Peer,
+    now: Instant,
+    ids: Vec<u32>,
+}
+
+impl CmWorld {
+    fn id(&self, i: u8) -> u32 {
+        // Now and then an ID the CM never gave out.
+        self.ids
+            .get(usize::from(i))
+            .copied()
+            .unwrap_or(u32::from(i))
+    }
+
+    fn service(n: u8) -> u64 {
+        softrnic_wire::cm::ip_service_id(softrnic_wire::cm::port_space::TCP, u16::from(n % 4))
+    }
+
+    fn apply(&mut self, s: &CmStep) {
+        use crate::cm::{AcceptParams, CmEvent, ConnectParams};
+        use softrnic_wire::mad::MAD_LEN;
+        let now = self.now;
+        match s {
+            CmStep::Mad {
+                attr,
+                known,
+                tid,
+                body,
+            } => {
+                // A valid header, so the fuzzer reaches the messages' handling.
+                let mut mad = [0u8; MAD_LEN];
+                mad[..4].copy_from_slice(&[1, 0x07, 2, 0x03]);
+                mad[8..16].copy_from_slice(&tid.to_be_bytes());
+                mad[17] = 0x10 + attr % 10;
+                let n = body.len().min(MAD_LEN - 24);
+                mad[24..24 + n].copy_from_slice(&body[..n]);
+                if let Some(k) = known {
+                    // The receiver's ID: where a connection message names ours, or a SIDR_REP
+                    // its request.
+                    let at = if mad[17] == 0x18 { 24 } else { 28 };
+                    mad[at..at + 4].copy_from_slice(&self.id(*k).to_be_bytes());
+                }
+                self.cm.handle_mad(now, self.peer, &mad);
+            }
+            CmStep::Raw(bytes) => self.cm.handle_mad(now, self.peer, bytes),
+            CmStep::Listen(n) => {
+                let _ = self.cm.listen(Self::service(*n));
+            }
+            CmStep::Connect(n, private) => {
+                let params = ConnectParams {
+                    peer: self.peer,
+                    service_id: Self::service(*n),
+                    qpn: 0x11,
+                    starting_psn: 1,
+                    transport: 0,
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    retry_count: 7,
+                    rnr_retry_count: 7,
+                    path_mtu: 3,
+                    srq: false,
+                    path: softrnic_wire::cm::CmPath::default(),
+                    private_data: private.clone(),
+                };
+                if let Ok(id) = self.cm.connect(now, params) {
+                    self.ids.push(id);
+                }
+            }
+            CmStep::Accept(i, private) => {
+                let params = AcceptParams {
+                    qpn: 0x12,
+                    starting_psn: 2,
+                    responder_resources: 1,
+                    initiator_depth: 1,
+                    rnr_retry_count: 7,
+                    srq: false,
+                    private_data: private.clone(),
+                };
+                let _ = self.cm.accept(now, self.id(*i), params);
+            }
+            CmStep::Reject(i, reason, private) => {
+                let _ = self.cm.reject(self.id(*i), *reason, private);
+            }
+            CmStep::ReadyToUse(i) => {
+                let _ = self.cm.ready_to_use(self.id(*i), &[]);
+            }
+            CmStep::Disconnect(i) => {
+                let _ = self.cm.disconnect(now, self.id(*i));
+            }
+            CmStep::Destroy(i) => self.cm.destroy(now, self.id(*i)),
+            CmStep::SidrRequest(n) => {
+                if let Ok(id) = self.cm.sidr_request(now, self.peer, Self::service(*n), &[]) {
+                    self.ids.push(id);
+                }
+            }
+            CmStep::SidrReply(i, status) => {
+                let _ = self.cm.sidr_reply(self.id(*i), *status, 0x12, 0x1234);
+            }
+            CmStep::Advance(us) => {
+                self.now = self.now + core::time::Duration::from_micros(u64::from(*us) * 16);
+                self.cm.handle_timeout(self.now);
+                // Nothing due is left undone.
+                assert!(self.cm.poll_timeout().is_none_or(|t| t > self.now));
+            }
+        }
+        // Everything the CM sends is a well-formed CM MAD, to the peer it talks to.
+        while let Some(o) = self.cm.poll_transmit() {
+            assert_eq!(o.to, self.peer);
+            softrnic_wire::cm::CmMad::parse(&o.mad).expect("the CM sends valid MADs");
+        }
+        while let Some(e) = self.cm.poll_event() {
+            if let CmEvent::ReqReceived { id, .. } | CmEvent::SidrReqReceived { id, .. } = e {
+                self.ids.push(id);
+            }
+        }
+    }
+}
+
+/// Arbitrary MADs, consumer calls and time into the Communication Manager: no panic, nothing
+/// due left undone, and only valid MADs sent.
+pub fn cm(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let mut w = CmWorld {
+        cm: crate::cm::Cm::new(0xa, 1),
+        peer: crate::cm::Peer {
+            gid: Gid::from(core::net::Ipv4Addr::from(PEER)),
+            local: Gid::from(core::net::Ipv4Addr::from(LOCAL)),
+            mac: PEER_MAC.0,
+        },
+        now: Instant::ZERO,
+        ids: Vec::new(),
+    };
+    for _ in 0..256 {
+        let Ok(step) = CmStep::arbitrary(&mut u) else {
+            break;
+        };
+        w.apply(&step);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -713,6 +880,7 @@ mod tests {
                 .collect();
             frames(&data);
             ops(&data);
+            cm(&data);
         }
     }
 }

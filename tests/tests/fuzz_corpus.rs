@@ -56,3 +56,8 @@ fn engine_frames_corpus() {
 fn engine_ops_corpus() {
     run_engine("engine_ops", softrnic_emu_core::fuzz::ops);
 }
+
+#[test]
+fn cm_corpus() {
+    run_engine("cm", softrnic_emu_core::fuzz::cm);
+}
