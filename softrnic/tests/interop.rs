@@ -537,16 +537,22 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
 
     guest.start("rping", "rping -s -a 198.18.2.2 -d -C 1");
     let (ns, tap) = (format!("/run/netns/{}", guest.ns), guest.tap.clone());
+    let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let frames = recorded.clone();
     let client = std::thread::spawn(move || -> Result<Vec<String>, String> {
         softrnic_device::sys::enter_netns(&ns).map_err(|e| e.to_string())?;
-        let link = softrnic_device::AfPacket::open(&tap).map_err(|e| e.to_string())?;
+        let packet = softrnic_device::AfPacket::open(&tap).map_err(|e| e.to_string())?;
+        let (mac, mtu) = (packet.mac(), packet.mtu());
+        let link = Recording {
+            inner: packet,
+            frames,
+        };
         let (me, them) = ([198, 18, 2, 1], [198, 18, 2, 2]);
-        let mac = link.mac();
         let config = Config {
             seed: 11,
             mac: softrnic_wire::EthernetAddress(mac),
             gids: vec![Gid::from(std::net::Ipv4Addr::from(me))],
-            eth_mtu: link.mtu(),
+            eth_mtu: mtu,
             device: DeviceAttr::default(),
         };
         let mut dev = Device::new(link, config);
@@ -667,5 +673,75 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
         }
     }
     eprintln!("CM with kernel rdma_cm: {seen:?}");
+    // Both sides' MADs are valid RoCEv2 with good ICRCs, and every one a CM message: the
+    // whole handshake is there.
+    let frames = std::mem::take(&mut *recorded.lock().unwrap());
+    let mut messages = std::collections::BTreeSet::new();
+    for f in &frames {
+        let p = softrnic_wire::frame::parse(f).map_err(|e| format!("a bad frame: {e}"))?;
+        let m = softrnic_wire::cm::CmMad::parse(p.payload())
+            .map_err(|e| format!("not a CM MAD: {e}"))?;
+        messages.insert(m.message.name());
+    }
+    for want in ["REQ", "REJ", "REP", "RTU", "DREQ", "DREP"] {
+        if !messages.contains(want) {
+            return Err(format!("no {want} on the wire: {messages:?}"));
+        }
+    }
+    // Wireshark decodes every MAD of the capture with nothing malformed.
+    let file = std::env::temp_dir().join(format!("srn-cm-{}.pcap", std::process::id()));
+    let captured: Vec<softrnic::capture::CapturedFrame> = frames
+        .into_iter()
+        .map(|data| softrnic::capture::CapturedFrame {
+            timestamp: Duration::ZERO,
+            data,
+        })
+        .collect();
+    let out = std::fs::File::create(&file).map_err(|e| e.to_string())?;
+    softrnic::capture::write_pcap(&captured, out).map_err(|e| e.to_string())?;
+    let tshark = Command::new("tshark")
+        .arg("-r")
+        .arg(&file)
+        .args([
+            "-Y",
+            "_ws.malformed || _ws.expert.severity == error || infiniband.mad.mgmtclass != 0x07",
+        ])
+        .output()
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&file);
+    if !tshark.status.success() || !tshark.stdout.is_empty() {
+        return Err(format!(
+            "tshark finds frames malformed or not CM:\n{}{}",
+            text(&tshark.stdout),
+            text(&tshark.stderr)
+        ));
+    }
     Ok(())
+}
+
+/// A link that keeps a copy of every frame it carries.
+struct Recording<L> {
+    inner: L,
+    frames: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+}
+
+impl<L: softrnic_emu_core::native::Link> softrnic_emu_core::native::Link for Recording<L> {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        let frames = &self.frames;
+        self.inner.transmit(&mut |buf: &mut [u8]| {
+            let n = fill(buf)?;
+            frames.lock().unwrap().push(buf[..n].to_vec());
+            Some(n)
+        })
+    }
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        let frames = &self.frames;
+        self.inner.receive(&mut |f: &[u8]| {
+            frames.lock().unwrap().push(f.to_vec());
+            deliver(f)
+        })
+    }
+    fn flush(&mut self) {
+        self.inner.flush()
+    }
 }
