@@ -677,7 +677,7 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
     // whole handshake is there.
     let frames = std::mem::take(&mut *recorded.lock().unwrap());
     let mut messages = std::collections::BTreeSet::new();
-    for f in &frames {
+    for (_, f) in &frames {
         let p = softrnic_wire::frame::parse(f).map_err(|e| format!("a bad frame: {e}"))?;
         let m = softrnic_wire::cm::CmMad::parse(p.payload())
             .map_err(|e| format!("not a CM MAD: {e}"))?;
@@ -688,14 +688,12 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
             return Err(format!("no {want} on the wire: {messages:?}"));
         }
     }
-    // Wireshark decodes every MAD of the capture with nothing malformed.
-    let file = std::env::temp_dir().join(format!("srn-cm-{}.pcap", std::process::id()));
+    // Wireshark decodes every MAD of the capture with nothing malformed. The capture stays in
+    // the target directory (docs/samples/rdma-cm-rxe.pcap is one).
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdma-cm-rxe.pcap");
     let captured: Vec<softrnic::capture::CapturedFrame> = frames
         .into_iter()
-        .map(|data| softrnic::capture::CapturedFrame {
-            timestamp: Duration::ZERO,
-            data,
-        })
+        .map(|(timestamp, data)| softrnic::capture::CapturedFrame { timestamp, data })
         .collect();
     let out = std::fs::File::create(&file).map_err(|e| e.to_string())?;
     softrnic::capture::write_pcap(&captured, out).map_err(|e| e.to_string())?;
@@ -708,7 +706,6 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
         ])
         .output()
         .map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_file(&file);
     if !tshark.status.success() || !tshark.stdout.is_empty() {
         return Err(format!(
             "tshark finds frames malformed or not CM:\n{}{}",
@@ -719,10 +716,19 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
     Ok(())
 }
 
+/// Frames as they were seen: when (since the Unix epoch), and their bytes.
+type Frames = std::sync::Arc<std::sync::Mutex<Vec<(Duration, Vec<u8>)>>>;
+
 /// A link that keeps a copy of every frame it carries.
 struct Recording<L> {
     inner: L,
-    frames: std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>,
+    frames: Frames,
+}
+
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 impl<L: softrnic_emu_core::native::Link> softrnic_emu_core::native::Link for Recording<L> {
@@ -730,14 +736,17 @@ impl<L: softrnic_emu_core::native::Link> softrnic_emu_core::native::Link for Rec
         let frames = &self.frames;
         self.inner.transmit(&mut |buf: &mut [u8]| {
             let n = fill(buf)?;
-            frames.lock().unwrap().push(buf[..n].to_vec());
+            frames
+                .lock()
+                .unwrap()
+                .push((since_epoch(), buf[..n].to_vec()));
             Some(n)
         })
     }
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
         let frames = &self.frames;
         self.inner.receive(&mut |f: &[u8]| {
-            frames.lock().unwrap().push(f.to_vec());
+            frames.lock().unwrap().push((since_epoch(), f.to_vec()));
             deliver(f)
         })
     }

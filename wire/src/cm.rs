@@ -444,7 +444,7 @@ pub mod about {
     pub const OTHER: u8 = 2;
 }
 
-/// REJ (IBA 12.6.7): a refusal, with its reason (table 101) and the data that explains it.
+/// REJ (IBA 12.6.7): a refusal, with its reason and the data that explains it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Rej<'a> {
     /// The sender's communication ID (0 when it has none yet).
@@ -463,7 +463,7 @@ pub struct Rej<'a> {
     pub private_data: &'a [u8],
 }
 
-/// REJ reasons (IBA 12.6.7.2, table 101), the ones a CM without LIDs or RD meets.
+/// REJ reasons (IBA 12.6.7.2), the ones a CM without LIDs or RD meets.
 pub mod rej_reason {
     /// No QP available.
     pub const NO_QP: u16 = 1;

@@ -201,7 +201,7 @@ const REJ: [Row; 4] = {
             Show::Dec,
             "bytes of ARI that count",
         ),
-        (REASON, "Reason", Show::Reason, "IBA table 101"),
+        (REASON, "Reason", Show::Reason, "IBA 12.6.7.2"),
         (ARI, "ARI", Show::Area, "additional rejection information"),
     ]
 };
