@@ -77,6 +77,29 @@ pub struct ConnectParams {
     pub private_data: Vec<u8>,
 }
 
+impl ConnectParams {
+    /// An RC connection of `qpn` (sending from `starting_psn`) to `service_id` at `peer`, with
+    /// rdma_cm's defaults: one READ/atomic each way, 7 transport and RNR retries (7 RNR
+    /// retries: forever), a 1024-byte path MTU, no SRQ, a default path and no private data.
+    pub fn rc(peer: Peer, service_id: u64, qpn: u32, starting_psn: u32) -> ConnectParams {
+        ConnectParams {
+            peer,
+            service_id,
+            qpn,
+            starting_psn,
+            transport: 0,
+            responder_resources: 1,
+            initiator_depth: 1,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            path_mtu: 3,
+            srq: false,
+            path: CmPath::default(),
+            private_data: Vec::new(),
+        }
+    }
+}
+
 /// What the passive side answers (the REP's content that the consumer chooses).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcceptParams {
@@ -1204,19 +1227,8 @@ mod tests {
 
         fn connect(&mut self) -> ConnId {
             let p = ConnectParams {
-                peer: self.peer(1),
-                service_id: SERVICE,
-                qpn: 0x11,
-                starting_psn: 100,
-                transport: 0,
-                responder_resources: 4,
-                initiator_depth: 4,
-                retry_count: 7,
-                rnr_retry_count: 7,
-                path_mtu: 3,
-                srq: false,
-                path: CmPath::default(),
                 private_data: b"hello".to_vec(),
+                ..ConnectParams::rc(self.peer(1), SERVICE, 0x11, 100)
             };
             let id = self.cm[0].connect(self.now, p).unwrap();
             self.run();
@@ -1527,21 +1539,7 @@ mod tests {
         assert_eq!(p.cm[0].reject(a, 28, &[]), Err(CmError::WrongState));
         let long = ConnectParams {
             private_data: vec![0; 93],
-            ..ConnectParams {
-                peer: p.peer(1),
-                service_id: SERVICE,
-                qpn: 1,
-                starting_psn: 0,
-                transport: 0,
-                responder_resources: 0,
-                initiator_depth: 0,
-                retry_count: 0,
-                rnr_retry_count: 0,
-                path_mtu: 3,
-                srq: false,
-                path: CmPath::default(),
-                private_data: Vec::new(),
-            }
+            ..ConnectParams::rc(p.peer(1), SERVICE, 1, 0)
         };
         assert_eq!(
             p.cm[0].connect(p.now, long),

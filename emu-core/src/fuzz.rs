@@ -774,19 +774,8 @@ impl CmWorld {
             }
             CmStep::Connect(n, private) => {
                 let params = ConnectParams {
-                    peer: self.peer,
-                    service_id: Self::service(*n),
-                    qpn: 0x11,
-                    starting_psn: 1,
-                    transport: 0,
-                    responder_resources: 1,
-                    initiator_depth: 1,
-                    retry_count: 7,
-                    rnr_retry_count: 7,
-                    path_mtu: 3,
-                    srq: false,
-                    path: softrnic_wire::cm::CmPath::default(),
                     private_data: private.clone(),
+                    ..ConnectParams::rc(self.peer, Self::service(*n), 0x11, 1)
                 };
                 if let Ok(id) = self.cm.connect(now, params) {
                     self.ids.push(id);

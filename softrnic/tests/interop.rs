@@ -586,20 +586,11 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
             local_ack_timeout: 14,
             ..CmPath::default()
         };
+        let service = ip_service_id(port_space::TCP, 7174);
         let params = ConnectParams {
-            peer,
-            service_id: ip_service_id(port_space::TCP, 7174),
-            qpn,
-            starting_psn: own.psn,
-            transport: 0,
-            responder_resources: 1,
-            initiator_depth: 1,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            path_mtu: 3,
-            srq: false,
             path,
             private_data: private,
+            ..ConnectParams::rc(peer, service, qpn, own.psn)
         };
         let start = std::time::Instant::now();
         let now = || Instant::from_nanos(start.elapsed().as_nanos() as u64);

@@ -9,7 +9,7 @@ use softrnic_emu_core::{
     WcStatus,
 };
 use softrnic_tests::sim::{Fate, LinkSpec, Settings, Sim};
-use softrnic_wire::cm::{CmPath, ip_service_id, port_space, rej_reason};
+use softrnic_wire::cm::{ip_service_id, port_space, rej_reason};
 use softrnic_wire::{Opcode, mad};
 
 const PORT: u16 = 7174;
@@ -86,21 +86,8 @@ impl Hosts {
     }
 
     fn connect(&mut self, port: u16) -> ConnId {
-        let params = ConnectParams {
-            peer: self.peer(1, 0),
-            service_id: ip_service_id(port_space::TCP, port),
-            qpn: self.qp[0],
-            starting_psn: 100,
-            transport: 0,
-            responder_resources: 4,
-            initiator_depth: 4,
-            retry_count: 7,
-            rnr_retry_count: 7,
-            path_mtu: 3,
-            srq: false,
-            path: CmPath::default(),
-            private_data: Vec::new(),
-        };
+        let service = ip_service_id(port_space::TCP, port);
+        let params = ConnectParams::rc(self.peer(1, 0), service, self.qp[0], 100);
         let now = self.now();
         self.sim.hosts[0].engine.cm().connect(now, params).unwrap()
     }
