@@ -546,6 +546,24 @@ impl Cm {
         Ok(())
     }
 
+    /// The passive side's QP received a packet before the RTU came (the engine's COMM_EST
+    /// event): the connection is established as if it had (IBA 12.9.6; the kernel's
+    /// `ib_cm_notify`), and the REP is no longer resent. A late RTU changes nothing.
+    pub fn notify_established(&mut self, id: ConnId) -> Result<(), CmError> {
+        let c = self.conns.get_mut(&id).ok_or(CmError::NoSuchConnection)?;
+        match c.state {
+            State::RepSent => {
+                c.state = State::Established;
+                c.pending = None;
+                c.deadline = None;
+                self.report(id, CmEvent::Established { id });
+                Ok(())
+            }
+            State::Established => Ok(()),
+            _ => Err(CmError::WrongState),
+        }
+    }
+
     /// Disconnects: sends a DREQ, or the DREP to one received (IBA 12.6.10, 12.6.11).
     pub fn disconnect(&mut self, now: Instant, id: ConnId) -> Result<(), CmError> {
         let c = self.conns.get_mut(&id).ok_or(CmError::NoSuchConnection)?;
@@ -1375,6 +1393,37 @@ mod tests {
         p.tick(1);
         assert_eq!(p.count(0, attr::RTU), 2);
         assert_eq!(p.events(1), [CmEvent::Established { id: b }]);
+    }
+
+    #[test]
+    fn a_packet_before_the_rtu_establishes_the_passive_side() {
+        let mut p = Pair::new();
+        p.cm[1].listen(SERVICE).unwrap();
+        let a = p.connect();
+        let b = match p.events(1).as_slice() {
+            [CmEvent::ReqReceived { id, .. }] => *id,
+            e => panic!("{e:?}"),
+        };
+        p.accept(b);
+        assert!(matches!(
+            p.events(0).as_slice(),
+            [CmEvent::RepReceived { .. }]
+        ));
+        // The RTU is lost; the active side's first SEND reaches B's QP (COMM_EST).
+        p.lose[0] = true;
+        p.cm[0].ready_to_use(a, &[]).unwrap();
+        p.run();
+        p.lose[0] = false;
+        assert_eq!(p.cm[1].notify_established(b), Ok(()));
+        assert_eq!(p.events(1), [CmEvent::Established { id: b }]);
+        // The REP is not resent, and a late RTU (or a second notice) changes nothing.
+        assert_eq!(p.cm[1].poll_timeout(), None);
+        assert_eq!(p.cm[1].notify_established(b), Ok(()));
+        assert!(p.events(1).is_empty());
+        assert_eq!(
+            p.cm[1].notify_established(12345),
+            Err(CmError::NoSuchConnection)
+        );
     }
 
     #[test]

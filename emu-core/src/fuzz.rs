@@ -714,6 +714,7 @@ enum CmStep {
     Accept(u8, Vec<u8>),
     Reject(u8, u16, Vec<u8>),
     ReadyToUse(u8),
+    NotifyEstablished(u8),
     Disconnect(u8),
     Destroy(u8),
     SidrRequest(u8),
@@ -798,6 +799,9 @@ impl CmWorld {
             }
             CmStep::ReadyToUse(i) => {
                 let _ = self.cm.ready_to_use(self.id(*i), &[]);
+            }
+            CmStep::NotifyEstablished(i) => {
+                let _ = self.cm.notify_established(self.id(*i));
             }
             CmStep::Disconnect(i) => {
                 let _ = self.cm.disconnect(now, self.id(*i));
