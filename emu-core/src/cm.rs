@@ -126,10 +126,8 @@ pub enum CmEvent {
     ReqReceived {
         /// The new connection.
         id: ConnId,
-        /// Who asks.
-        peer: Peer,
-        /// What the REQ says (its private data owned).
-        req: ReqInfo,
+        /// What the REQ says, as the requester chose it (`peer` is the requester).
+        req: ConnectParams,
     },
     /// The passive side accepted: move the QP to RTR and RTS, then call `ready_to_use`.
     RepReceived {
@@ -200,33 +198,6 @@ pub enum CmEvent {
         /// Its private data.
         private_data: Vec<u8>,
     },
-}
-
-/// A received REQ's content, for the consumer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReqInfo {
-    /// The service asked for.
-    pub service_id: u64,
-    /// The active side's QP.
-    pub qpn: u32,
-    /// Its first PSN.
-    pub starting_psn: u32,
-    /// RC (0) or UC (1).
-    pub transport: u8,
-    /// READs/atomics the active QP accepts at once.
-    pub responder_resources: u8,
-    /// READs/atomics the active QP sends at once.
-    pub initiator_depth: u8,
-    /// Transport retry count.
-    pub retry_count: u8,
-    /// RNR retry count.
-    pub rnr_retry_count: u8,
-    /// Path MTU (IBA code).
-    pub path_mtu: u8,
-    /// The primary path.
-    pub path: CmPath,
-    /// Private data.
-    pub private_data: Vec<u8>,
 }
 
 /// Where a connection is (IBA 12.9.6, figures 159 and 160).
@@ -882,8 +853,8 @@ impl Cm {
         self.conns.insert(id, c);
         self.events.push_back(CmEvent::ReqReceived {
             id,
-            peer: from,
-            req: ReqInfo {
+            req: ConnectParams {
+                peer: from,
                 service_id: r.service_id,
                 qpn: r.local_qpn,
                 starting_psn: r.starting_psn,
@@ -893,6 +864,7 @@ impl Cm {
                 retry_count: r.retry_count,
                 rnr_retry_count: r.rnr_retry_count,
                 path_mtu: r.path_mtu,
+                srq: r.srq,
                 path: r.primary_path,
                 private_data: r.private_data.to_vec(),
             },

@@ -100,8 +100,8 @@ impl Hosts {
         let a = self.connect(PORT);
         self.wait(1);
         let (b, req) = match self.events(1).as_slice() {
-            [CmEvent::ReqReceived { id, req, peer }] => {
-                assert_eq!(peer.gid, self.sim.hosts[0].gid);
+            [CmEvent::ReqReceived { id, req }] => {
+                assert_eq!(req.peer.gid, self.sim.hosts[0].gid);
                 (*id, req.clone())
             }
             e => panic!("{e:?}"),

@@ -419,14 +419,19 @@ impl Daemon {
         let mut macs = std::mem::take(&mut self.macs);
         macs.clear();
         macs.extend(self.devices.iter().map(|o| o.as_ref().map(|o| o.info.mac)));
+        let out = Out {
+            now,
+            capturing,
+            macs: &macs,
+        };
         for d in 0..self.devices.len() {
-            any |= self.transmit(d, now, Outgoing::All, &macs, &mut local);
+            any |= self.transmit(d, Outgoing::All, &out, &mut local);
         }
         // Responses do not call for responses: the second round of deliveries is the last.
-        while self.deliver_local(now, &mut local) {
+        while self.deliver_local(&out, &mut local) {
             any = true;
             for d in 0..self.devices.len() {
-                self.transmit(d, now, Outgoing::Responses, &macs, &mut local);
+                self.transmit(d, Outgoing::Responses, &out, &mut local);
             }
         }
         self.local = local;
@@ -442,15 +447,7 @@ impl Daemon {
 
     /// Sends what device `d`'s engine has (everything, or only its responses): onto its wire,
     /// or for another device of this daemon (found by MAC) into `local`. Whether it sent any.
-    fn transmit(
-        &mut self,
-        d: usize,
-        now: Instant,
-        which: Outgoing,
-        macs: &[Option<[u8; 6]>],
-        local: &mut Local,
-    ) -> bool {
-        let capturing = self.capturing();
+    fn transmit(&mut self, d: usize, which: Outgoing, out: &Out, local: &mut Local) -> bool {
         let Some(dev) = self.devices[d].as_mut() else {
             return false;
         };
@@ -458,17 +455,17 @@ impl Daemon {
         let mut any = false;
         loop {
             let n = match which {
-                Outgoing::All => dev.engine.poll_transmit(now, &mut self.frame),
+                Outgoing::All => dev.engine.poll_transmit(out.now, &mut self.frame),
                 Outgoing::Responses => dev.engine.poll_response(&mut self.frame),
             };
             let Some(n) = n else { break };
             any = true;
             let frame = &self.frame[..n];
-            if capturing {
+            if out.capturing {
                 self.taps.push((d, true, frame.to_vec()));
             }
             let dst = &frame[..6];
-            match macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
+            match out.macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
                 // Same-host traffic never touches the wire.
                 Some(to) => local.push(to, frame),
                 None => {
@@ -482,18 +479,17 @@ impl Daemon {
     }
 
     /// Hands the same-host frames in `local` to their devices' engines. Whether there were any.
-    fn deliver_local(&mut self, now: Instant, local: &mut Local) -> bool {
+    fn deliver_local(&mut self, out: &Out, local: &mut Local) -> bool {
         if local.frames.is_empty() {
             return false;
         }
-        let capturing = self.capturing();
         for &(to, start, len) in &local.frames {
             let frame = &local.bytes[start..start + len];
-            if capturing {
+            if out.capturing {
                 self.taps.push((to, false, frame.to_vec()));
             }
             if let Some(target) = self.devices[to].as_mut() {
-                target.engine.handle_packet(now, frame);
+                target.engine.handle_packet(out.now, frame);
             }
         }
         local.bytes.clear();
@@ -751,6 +747,14 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// What a pass's sending needs to know, worked out once per pass: the time, whether a capture
+/// runs, and each device's MAC (same-host delivery is by MAC).
+struct Out<'a> {
+    now: Instant,
+    capturing: bool,
+    macs: &'a [Option<[u8; 6]>],
 }
 
 /// What [`Daemon::transmit`] takes from an engine.
