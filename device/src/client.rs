@@ -14,7 +14,7 @@ use softrnic_emu_core::{
     QpState, QpType, RecvWr, SendWr, VerbsError, Wc,
 };
 
-use crate::proto::{self, DeviceInfo, Reply, Request, SqEntry, UpRequest};
+use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, SqEntry, UpRequest};
 use crate::shm::{Region, Ring, RingInfo};
 use crate::sys;
 
@@ -709,6 +709,64 @@ impl Client {
             errno: libc::EAGAIN,
             message: "no event behind that byte".into(),
         })
+    }
+
+    /// Makes this connection an RDMA CM event channel; its fd gets a byte per event.
+    pub fn cm_open(&mut self) -> Result<OwnedFd> {
+        let (reply, mut fds) = self.call_with_fds(Request::CmOpen, 1)?;
+        match (reply, fds.pop()) {
+            (Reply::Ok, Some(fd)) => Ok(fd),
+            (r, _) => Err(unexpected(r)),
+        }
+    }
+
+    /// An RDMA CM request answered by Ok (bind, resolve, listen, connect, accept, reject,
+    /// disconnect, notify, set option).
+    pub fn cm(&mut self, req: Request) -> Result<()> {
+        self.ok(req)
+    }
+
+    /// `rdma_create_id` on this channel: the id's handle.
+    pub fn cm_create_id(&mut self, ps: u16, qp_type: QpType) -> Result<u32> {
+        self.handle(Request::CmCreateId { ps, qp_type })
+    }
+
+    /// `rdma_destroy_id`: the number of events the id had. Once the daemon is gone, its ids
+    /// went with it: 0.
+    pub fn cm_destroy_id(&mut self, id: u32) -> Result<u32> {
+        match self.handle(Request::CmDestroyId(id)) {
+            Err(_) if self.lost => Ok(0),
+            r => r,
+        }
+    }
+
+    /// `rdma_migrate_id` to this channel: the number of events the id had.
+    pub fn cm_migrate(&mut self, id: u32) -> Result<u32> {
+        self.handle(Request::CmMigrate(id))
+    }
+
+    /// An id's addresses and route.
+    pub fn cm_query(&mut self, id: u32) -> Result<CmRoute> {
+        match self.call(Request::CmQuery(id))? {
+            Reply::CmRoute(r) => Ok(r),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// `rdma_init_qp_attr`.
+    pub fn cm_init_qp_attr(&mut self, id: u32, state: QpState) -> Result<(QpAttr, AttrMask)> {
+        match self.call(Request::CmInitQpAttr { id, state })? {
+            Reply::QpAttr(a, m) => Ok((a, m)),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// The next event of this channel, once the caller has read its byte.
+    pub fn cm_event(&mut self) -> Result<CmEvent> {
+        match self.call(Request::CmGetEvent)? {
+            Reply::CmEvent(e) => Ok(e),
+            r => Err(unexpected(r)),
+        }
     }
 
     /// `ibv_req_notify_cq`.

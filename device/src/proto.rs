@@ -7,13 +7,15 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Serialize};
 
 use crate::shm::RingInfo;
+use std::net::SocketAddr;
+
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    SendWr,
+    QpState, QpType, SendWr,
 };
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -219,6 +221,93 @@ pub enum Request {
     /// pipe (`ibv_get_async_event`, after reading a byte), including completion notifications
     /// of CQs without a channel.
     PollEvents,
+    /// Makes this connection an RDMA CM event channel (as opening the kernel's rdma_cm device
+    /// does): the reply carries the read end of its notification pipe, a byte per event.
+    CmOpen,
+    /// `rdma_create_id`: a new id on this channel.
+    CmCreateId {
+        /// The port space (RDMA_PS_*).
+        ps: u16,
+        /// The QP type its connections use.
+        qp_type: QpType,
+    },
+    /// `rdma_destroy_id`; the reply is [`Reply::Handle`] with the number of events the id has
+    /// had, which the library waits to see acknowledged.
+    CmDestroyId(u32),
+    /// `rdma_bind_addr`.
+    CmBind {
+        /// The id.
+        id: u32,
+        /// The address (port 0: one is chosen).
+        addr: SocketAddr,
+    },
+    /// `rdma_resolve_addr`: ADDR_RESOLVED or ADDR_ERROR follows.
+    CmResolveAddr {
+        /// The id.
+        id: u32,
+        /// The source, if the program names one.
+        src: Option<SocketAddr>,
+        /// The destination.
+        dst: SocketAddr,
+        /// How long the program allows.
+        timeout_ms: u32,
+    },
+    /// `rdma_resolve_route`: ROUTE_RESOLVED or ROUTE_ERROR follows.
+    CmResolveRoute(u32),
+    /// The id's addresses and route (what the library copies into `rdma_cm_id`).
+    CmQuery(u32),
+    /// `rdma_listen`.
+    CmListen {
+        /// The id.
+        id: u32,
+        /// How many requests may wait for `rdma_get_cm_event` (0: the default).
+        backlog: u32,
+    },
+    /// `rdma_connect`.
+    CmConnect {
+        /// The id.
+        id: u32,
+        /// The parameters.
+        param: ConnParam,
+    },
+    /// `rdma_accept` on the passive side; on the active side, the RTU once the library has
+    /// readied its QP (as the kernel's ACCEPT command is).
+    CmAccept {
+        /// The id.
+        id: u32,
+        /// The parameters.
+        param: ConnParam,
+    },
+    /// `rdma_reject`.
+    CmReject {
+        /// The id.
+        id: u32,
+        /// Private data for the REJ.
+        private_data: Vec<u8>,
+    },
+    /// `rdma_disconnect`.
+    CmDisconnect(u32),
+    /// `rdma_init_qp_attr`: the attributes that move the id's QP to a state.
+    CmInitQpAttr {
+        /// The id.
+        id: u32,
+        /// The state.
+        state: QpState,
+    },
+    /// `rdma_notify` with IBV_EVENT_COMM_EST: the QP received before the RTU came.
+    CmNotify(u32),
+    /// `rdma_set_option`.
+    CmSetOption {
+        /// The id.
+        id: u32,
+        /// The option.
+        option: CmOption,
+    },
+    /// `rdma_migrate_id`: moves an id of this process to this channel; the reply is
+    /// [`Reply::Handle`] with the number of events it has had.
+    CmMigrate(u32),
+    /// The next event of this channel (the library reads a notification byte first).
+    CmGetEvent,
     /// Turns this connection into a capture: every frame in and out of the device (or of every
     /// device), same-host frames included, follows as [`Reply::Frame`]s.
     Capture {
@@ -287,6 +376,12 @@ pub enum Reply {
     Events(Vec<Event>),
     /// CQs that fired.
     Cqs(Vec<u32>),
+    /// An id's addresses and route.
+    CmRoute(CmRoute),
+    /// An RDMA CM event.
+    CmEvent(CmEvent),
+    /// QP attributes and which of them to apply.
+    QpAttr(QpAttr, AttrMask),
     /// A captured frame.
     Frame {
         /// The device it passed through.
@@ -300,6 +395,106 @@ pub enum Reply {
         /// The Ethernet frame.
         data: Vec<u8>,
     },
+}
+
+/// What `rdma_conn_param` carries (and, for UD, the QP number and Q_Key the other side gave).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnParam {
+    /// Private data (at most what the CM message holds after rdma_cm's header).
+    pub private_data: Vec<u8>,
+    /// READs/atomics the QP accepts at once.
+    pub responder_resources: u8,
+    /// READs/atomics the QP sends at once.
+    pub initiator_depth: u8,
+    /// End-to-end flow control.
+    pub flow_control: u8,
+    /// Transport retries.
+    pub retry_count: u8,
+    /// RNR retries.
+    pub rnr_retry_count: u8,
+    /// Whether the QP uses an SRQ.
+    pub srq: bool,
+    /// The QP number.
+    pub qp_num: u32,
+    /// The Q_Key (UD).
+    pub qkey: u32,
+}
+
+/// An option of `rdma_set_option`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CmOption {
+    /// RDMA_OPTION_ID_TOS: the traffic class.
+    Tos(u8),
+    /// RDMA_OPTION_ID_REUSEADDR.
+    ReuseAddr(bool),
+    /// RDMA_OPTION_ID_AFONLY: an IPv6 wildcard does not take IPv4.
+    AfOnly(bool),
+    /// RDMA_OPTION_ID_ACK_TIMEOUT: the QP's local ACK timeout.
+    AckTimeout(u8),
+}
+
+/// An id's addresses and, once resolved, its device and path (what the kernel's QUERY
+/// commands give `rdma_cm_id.route`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmRoute {
+    /// The local address (the wildcard until bound or resolved).
+    pub src: Option<SocketAddr>,
+    /// The remote address.
+    pub dst: Option<SocketAddr>,
+    /// The device the id is bound to.
+    pub device: Option<String>,
+    /// The local GID and its index.
+    pub sgid: Gid,
+    /// Its index in the device's GID table.
+    pub sgid_index: u8,
+    /// The remote GID.
+    pub dgid: Gid,
+    /// Whether a route is resolved (the path fields are valid).
+    pub resolved: bool,
+    /// Path MTU (IBA code).
+    pub path_mtu: u8,
+    /// Traffic class.
+    pub traffic_class: u8,
+    /// Hop limit.
+    pub hop_limit: u8,
+}
+
+/// `enum rdma_cm_event_type`: the kinds of [`CmEvent`].
+#[allow(missing_docs)]
+pub mod cm_event {
+    pub const ADDR_RESOLVED: u32 = 0;
+    pub const ADDR_ERROR: u32 = 1;
+    pub const ROUTE_RESOLVED: u32 = 2;
+    pub const ROUTE_ERROR: u32 = 3;
+    pub const CONNECT_REQUEST: u32 = 4;
+    pub const CONNECT_RESPONSE: u32 = 5;
+    pub const CONNECT_ERROR: u32 = 6;
+    pub const UNREACHABLE: u32 = 7;
+    pub const REJECTED: u32 = 8;
+    pub const ESTABLISHED: u32 = 9;
+    pub const DISCONNECTED: u32 = 10;
+    pub const DEVICE_REMOVAL: u32 = 11;
+    pub const MULTICAST_JOIN: u32 = 12;
+    pub const MULTICAST_ERROR: u32 = 13;
+    pub const ADDR_CHANGE: u32 = 14;
+    pub const TIMEWAIT_EXIT: u32 = 15;
+}
+
+/// An RDMA CM event, as the library turns it into `struct rdma_cm_event`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmEvent {
+    /// The id (for CONNECT_REQUEST, the new one).
+    pub id: u32,
+    /// For CONNECT_REQUEST: the listening id.
+    pub listen: Option<u32>,
+    /// `enum rdma_cm_event_type`.
+    pub event: u32,
+    /// 0, or a negative errno (or, for REJECTED, the IBA reject reason).
+    pub status: i32,
+    /// The other side's parameters and private data.
+    pub param: ConnParam,
+    /// For UD: where the other side's QP is.
+    pub ah: Option<softrnic_emu_core::AddressHandle>,
 }
 
 /// Encodes a message without a length prefix (for a ring slot).

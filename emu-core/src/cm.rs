@@ -141,6 +141,8 @@ pub enum CmEvent {
         responder_resources: u8,
         /// READs/atomics it sends at once.
         initiator_depth: u8,
+        /// How often the active side retries a send its receiver is not ready for.
+        rnr_retry_count: u8,
         /// Its private data.
         private_data: Vec<u8>,
     },
@@ -633,7 +635,11 @@ impl Cm {
         status: u8,
         qpn: u32,
         qkey: u32,
+        private_data: &[u8],
     ) -> Result<(), CmError> {
+        if private_data.len() > 136 {
+            return Err(CmError::PrivateDataTooLong);
+        }
         let c = self.conns.remove(&id).ok_or(CmError::NoSuchConnection)?;
         if c.state != State::SidrReqReceived {
             self.conns.insert(id, c);
@@ -647,7 +653,7 @@ impl Cm {
             service_id: c.service_id,
             qkey,
             class_port_info: &[],
-            private_data: &[],
+            private_data,
         };
         self.send(
             c.peer,
@@ -899,6 +905,7 @@ impl Cm {
                         starting_psn: r.starting_psn,
                         responder_resources: r.responder_resources,
                         initiator_depth: r.initiator_depth,
+                        rnr_retry_count: r.rnr_retry_count,
                         private_data: r.private_data.to_vec(),
                     },
                 );
@@ -1522,7 +1529,7 @@ mod tests {
             [CmEvent::SidrReqReceived { id, service_id, .. }] if *service_id == udp => *id,
             e => panic!("{e:?}"),
         };
-        p.cm[1].sidr_reply(b, 0, 0x12, 0x1234).unwrap();
+        p.cm[1].sidr_reply(b, 0, 0x12, 0x1234, b"here").unwrap();
         p.run();
         match p.events(0).as_slice() {
             [
@@ -1531,10 +1538,11 @@ mod tests {
                     status: 0,
                     qpn: 0x12,
                     qkey: 0x1234,
-                    ..
+                    private_data,
                 },
             ] => {
-                assert_eq!(*id, a)
+                assert_eq!(*id, a);
+                assert_eq!(&private_data[..4], b"here");
             }
             e => panic!("{e:?}"),
         }

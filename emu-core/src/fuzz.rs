@@ -813,7 +813,9 @@ impl CmWorld {
                 }
             }
             CmStep::SidrReply(i, status) => {
-                let _ = self.cm.sidr_reply(self.id(*i), *status, 0x12, 0x1234);
+                let _ = self
+                    .cm
+                    .sidr_reply(self.id(*i), *status, 0x12, 0x1234, b"fuzz");
             }
             CmStep::Advance(us) => {
                 self.now = self.now + core::time::Duration::from_micros(u64::from(*us) * 16);

@@ -58,6 +58,8 @@ pub(super) struct Context {
     pub device: Option<usize>,
     hello: bool,
     owned: Owned,
+    /// An RDMA CM event channel's events (a connection is a device context or a channel).
+    pub cm: Option<super::rdma_cm::Channel>,
 }
 
 fn error(errno: i32, message: impl Into<String>) -> Reply {
@@ -98,6 +100,7 @@ impl Context {
             device: None,
             hello: false,
             owned: Owned::default(),
+            cm: None,
         }
     }
 
@@ -312,13 +315,30 @@ impl Daemon {
                 self.contexts[i].as_mut().expect("open").capture = Some(filter);
                 Reply::Ok
             }
+            req @ (Request::CmOpen
+            | Request::CmCreateId { .. }
+            | Request::CmDestroyId(_)
+            | Request::CmBind { .. }
+            | Request::CmResolveAddr { .. }
+            | Request::CmResolveRoute(_)
+            | Request::CmQuery(_)
+            | Request::CmListen { .. }
+            | Request::CmConnect { .. }
+            | Request::CmAccept { .. }
+            | Request::CmReject { .. }
+            | Request::CmDisconnect(_)
+            | Request::CmInitQpAttr { .. }
+            | Request::CmNotify(_)
+            | Request::CmSetOption { .. }
+            | Request::CmMigrate(_)
+            | Request::CmGetEvent) => self.rdma_cm(i, req),
             Request::Open { name } => {
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));
                 };
                 let ctx = self.contexts[i].as_mut().expect("open");
-                if ctx.device.is_some() {
-                    return error(libc::EINVAL, "this connection has a device open already");
+                if ctx.device.is_some() || ctx.cm.is_some() {
+                    return error(libc::EINVAL, "this connection is in use already");
                 }
                 let (region, memfd) = match Region::create() {
                     Ok(r) => r,

@@ -9,6 +9,7 @@
 
 mod context;
 mod memory;
+mod rdma_cm;
 mod rings;
 
 use std::collections::HashMap;
@@ -105,6 +106,8 @@ pub struct Daemon {
     macs: Vec<Option<[u8; 6]>>,
     /// Frames seen while a capture runs: (device, outbound, bytes).
     taps: Vec<(usize, bool, Vec<u8>)>,
+    /// The rdma_cm ids of every event channel.
+    cm: rdma_cm::RdmaCm,
 }
 
 /// Runs `f` in a thread that has entered network namespace `netns` (if any): sockets opened
@@ -152,6 +155,7 @@ impl Daemon {
             local: Local::default(),
             macs: Vec::new(),
             taps: Vec::new(),
+            cm: rdma_cm::RdmaCm::seeded(u64::from(std::process::id())),
         })
     }
 
@@ -367,6 +371,9 @@ impl Daemon {
             undecodable_slots = ctx.rings.garbage,
             "context closed, its objects freed"
         );
+        if ctx.cm.is_some() {
+            self.close_channel(i);
+        }
         if let Some(dev) = ctx.device.and_then(|d| self.devices[d].as_mut()) {
             ctx.release(&mut dev.engine);
             dev.engine.memory_mut().detach(ctx.space);
@@ -502,6 +509,9 @@ impl Daemon {
     /// completions reach the rings, so a program that sees a completion finds the events that
     /// came with it.
     fn route_events(&mut self) {
+        for d in 0..self.devices.len() {
+            self.cm_events(d);
+        }
         for (d, dev) in self.devices.iter_mut().enumerate() {
             let Some(dev) = dev.as_mut() else { continue };
             while let Some(event) = dev.engine.poll_event() {
@@ -640,6 +650,7 @@ impl Daemon {
         } else {
             self.devices[n] = Some(dev);
         }
+        self.listen_on_new_device(n);
         Ok(name)
     }
 
