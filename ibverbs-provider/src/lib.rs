@@ -19,26 +19,11 @@
 // (valid pointers to the structures it names), which no Rust signature can state.
 #![allow(unsafe_code, unsafe_op_in_unsafe_fn, clippy::missing_safety_doc)]
 
-/// Defines C entry points exported under rdma-core's names with the versions the linker's
-/// version script (`libibverbs.map`) gives them. rustc lists every exported Rust symbol in a
-/// version script of its own, which wins over ours; so each function is exported as
-/// `softrnic_NAME` and `NAME` is an assembler alias that only our script names.
-macro_rules! exported {
-    ($(
-        $(#[$attr:meta])*
-        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block
-    )*) => {$(
-        $(#[$attr])*
-        #[unsafe(export_name = concat!("softrnic_", stringify!($name)))]
-        pub unsafe extern "C" fn $name($($arg: $ty),*) $(-> $ret)? $body
-        std::arch::global_asm!(concat!(
-            ".globl ", stringify!($name), "\n",
-            ".set ", stringify!($name), ", softrnic_", stringify!($name)
-        ));
-    )*};
-}
+#[macro_use]
+extern crate softrnic_verbs_abi;
 
-pub mod abi;
+pub use softrnic_verbs_abi::{abi, set_errno};
+
 mod compat;
 pub mod context;
 pub mod convert;
@@ -49,12 +34,6 @@ pub mod misc;
 pub mod private;
 pub mod qp;
 pub mod qp_ex;
-
-/// Sets the calling thread's errno.
-pub(crate) fn set_errno(e: i32) {
-    // SAFETY: glibc's per-thread errno location is always valid.
-    unsafe { *libc::__errno_location() = e };
-}
 
 /// Takes one notification byte from a channel's or the context's event fd, blocking or not as
 /// the program set the fd: `Ok(true)`, or `Ok(false)` when the daemon's end has closed (the
