@@ -731,7 +731,7 @@ impl Client {
         self.handle(Request::CmCreateId { ps, qp_type })
     }
 
-    /// `rdma_destroy_id`: the number of events the id had. Once the daemon is gone, its ids
+    /// `rdma_destroy_id`: the number of its events the program read. Once the daemon is gone, its ids
     /// went with it: 0.
     pub fn cm_destroy_id(&mut self, id: u32) -> Result<u32> {
         match self.handle(Request::CmDestroyId(id)) {
@@ -740,7 +740,7 @@ impl Client {
         }
     }
 
-    /// `rdma_migrate_id` to this channel: the number of events the id had.
+    /// `rdma_migrate_id` to this channel: the number of its events the program read.
     pub fn cm_migrate(&mut self, id: u32) -> Result<u32> {
         self.handle(Request::CmMigrate(id))
     }

@@ -231,8 +231,8 @@ pub enum Request {
         /// The QP type its connections use.
         qp_type: QpType,
     },
-    /// `rdma_destroy_id`; the reply is [`Reply::Handle`] with the number of events the id has
-    /// had, which the library waits to see acknowledged.
+    /// `rdma_destroy_id`; the reply is [`Reply::Handle`] with the number of events the program
+    /// has read for the id, which the library waits to see acknowledged.
     CmDestroyId(u32),
     /// `rdma_bind_addr`.
     CmBind {
@@ -304,7 +304,7 @@ pub enum Request {
         option: CmOption,
     },
     /// `rdma_migrate_id`: moves an id of this process to this channel; the reply is
-    /// [`Reply::Handle`] with the number of events it has had.
+    /// [`Reply::Handle`] with the number of its events the program has read.
     CmMigrate(u32),
     /// The next event of this channel (the library reads a notification byte first).
     CmGetEvent,

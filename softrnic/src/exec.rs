@@ -1,6 +1,6 @@
 //! `softrnic exec -- PROGRAM ARGS`: runs an unmodified RDMA program on softrnic. The program
-//! loads softrnic's `libibverbs.so.1` instead of rdma-core's, through `LD_LIBRARY_PATH`; the
-//! daemon is started (with a local device) if none is running.
+//! loads softrnic's `libibverbs.so.1` and `librdmacm.so.1` instead of rdma-core's, through
+//! `LD_LIBRARY_PATH`; the daemon is started (with a local device) if none is running.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -9,22 +9,44 @@ use std::process::Command;
 
 use crate::admin;
 
-/// The provider's file name as cargo builds it.
-const PROVIDER: &str = "libsoftrnic_ibverbs_provider.so";
+/// A drop-in library: the name programs load it by, the file cargo builds, and the variable
+/// that names another file.
+struct Library {
+    soname: &'static str,
+    file: &'static str,
+    env: &'static str,
+    package: &'static str,
+}
 
-/// Where the provider is: `$SOFTRNIC_PROVIDER`, else beside this executable or in its `deps/`
-/// (where cargo leaves it when it is built as a dependency of the command), else in
-/// `../lib/softrnic/` of an installed tree.
-fn provider() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("SOFTRNIC_PROVIDER") {
+/// The drop-in libibverbs and librdmacm.
+const LIBRARIES: [Library; 2] = [
+    Library {
+        soname: "libibverbs.so.1",
+        file: "libsoftrnic_ibverbs_provider.so",
+        env: "SOFTRNIC_PROVIDER",
+        package: "softrnic-ibverbs-provider",
+    },
+    Library {
+        soname: "librdmacm.so.1",
+        file: "libsoftrnic_rdmacm.so",
+        env: "SOFTRNIC_RDMACM",
+        package: "softrnic-rdmacm",
+    },
+];
+
+/// Where `lib` is: its variable, else beside this executable or in its `deps/` (where cargo
+/// leaves it when it is built as a dependency of the command), else in `../lib/softrnic/` of
+/// an installed tree.
+fn find(lib: &Library) -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(lib.env) {
         return Ok(p.into());
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let dir = exe.parent().unwrap_or(Path::new("."));
     let candidates = [
-        dir.join(PROVIDER),
-        dir.join("deps").join(PROVIDER),
-        dir.join("../lib/softrnic").join(PROVIDER),
+        dir.join(lib.file),
+        dir.join("deps").join(lib.file),
+        dir.join("../lib/softrnic").join(lib.file),
     ];
     // cargo leaves both a top-level copy and the one in deps/ when both were built; the
     // newer is the current one.
@@ -36,30 +58,38 @@ fn provider() -> Result<PathBuf, String> {
         .cloned()
         .ok_or_else(|| {
             format!(
-                "softrnic's libibverbs is not built (looked for {}); build it with `cargo build \
-             --release -p softrnic-ibverbs-provider`, or name it with SOFTRNIC_PROVIDER",
-                candidates[0].display()
+                "softrnic's {} is not built (looked for {}); build it with `cargo build \
+             --release -p {}`, or name it with {}",
+                lib.soname,
+                candidates[0].display(),
+                lib.package,
+                lib.env
             )
         })
 }
 
-/// A directory holding `libibverbs.so.1` (a link to the provider), for `LD_LIBRARY_PATH`.
-/// The link is replaced atomically, so programs started at the same time all see one.
-fn library_dir(provider: &Path) -> Result<PathBuf, String> {
+/// A directory holding `libibverbs.so.1` and `librdmacm.so.1` (links to softrnic's), for
+/// `LD_LIBRARY_PATH`. Each link is replaced atomically, so programs started at the same time
+/// all see one.
+fn library_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
     let dir = base.join(format!("softrnic-lib-{}", softrnic_device::sys::uid()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let target = provider
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", provider.display()))?;
-    let link = dir.join("libibverbs.so.1");
-    if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
-        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&target, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+    for lib in &LIBRARIES {
+        let file = find(lib)?;
+        let target = file
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        let link = dir.join(lib.soname);
+        if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
+            let tmp = dir.join(format!(".{}.{}", lib.soname, std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&target, &tmp)
+                .map_err(|e| format!("{}: {e}", tmp.display()))?;
+            std::fs::rename(&tmp, &link).map_err(|e| format!("{}: {e}", link.display()))?;
+        }
     }
     Ok(dir)
 }
@@ -68,7 +98,7 @@ fn library_dir(provider: &Path) -> Result<PathBuf, String> {
 pub fn exec(program: &[OsString]) -> Result<(), String> {
     let (name, args) = program.split_first().ok_or("no program to run")?;
     drop(admin::connect_with_a_device()?);
-    let dir = library_dir(&provider()?)?;
+    let dir = library_dir()?;
     let mut path = OsString::from(&dir);
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
         path.push(":");

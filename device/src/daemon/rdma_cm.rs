@@ -103,7 +103,7 @@ struct Id {
     reuse: bool,
     afonly: bool,
     ack_timeout: Option<u8>,
-    /// Events queued for the program.
+    /// Events the program has read.
     events: u32,
 }
 
@@ -319,6 +319,10 @@ impl Daemon {
                 let ch = self.contexts[i].as_mut().and_then(|c| c.cm.as_mut());
                 match ch.and_then(|c| c.events.pop_front()) {
                     Some(ev) => {
+                        // rdma_destroy_id waits for the program to acknowledge what it read.
+                        if let Some(x) = self.cm.ids.get_mut(&ev.id) {
+                            x.events += 1;
+                        }
                         // A connection request read frees its listener's backlog slot.
                         if let Some(l) = ev.listen
                             && let Some(listener) = self.cm.ids.get_mut(&l)
@@ -1071,10 +1075,9 @@ impl Daemon {
 
     /// Queues `ev` for id `id`'s channel.
     fn queue_event(&mut self, id: u32, ev: CmEvent) {
-        let Some(x) = self.cm.ids.get_mut(&id) else {
+        let Some(x) = self.cm.ids.get(&id) else {
             return;
         };
-        x.events += 1;
         let ch = x.channel;
         self.push_event(ch, ev);
     }

@@ -1,0 +1,142 @@
+//! Event channels: each is a connection to the daemon made an rdma_cm channel, whose
+//! notification pipe (a byte per event) is the pollable `fd` programs see; and the events read
+//! from them.
+
+use core::ffi::{c_char, c_int};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::{Mutex, MutexGuard};
+
+use softrnic_device::client::Client;
+use softrnic_device::daemon::default_socket;
+
+use crate::abi::*;
+use crate::{device, errno_of, fail, id};
+
+/// A channel: the C structure first, so a `*mut rdma_event_channel` is one of these.
+#[repr(C)]
+pub(crate) struct ChannelPriv {
+    pub ch: rdma_event_channel,
+    pub client: Mutex<Client>,
+    _fd: OwnedFd,
+}
+
+/// A new channel, as `rdma_create_event_channel` makes it.
+pub(crate) fn open() -> Result<*mut rdma_event_channel, c_int> {
+    device::init()?;
+    let mut client = Client::connect(&default_socket()).map_err(|e| e.errno)?;
+    let fd = client.cm_open().map_err(|e| e.errno)?;
+    let ch = Box::new(ChannelPriv {
+        ch: rdma_event_channel { fd: fd.as_raw_fd() },
+        client: Mutex::new(client),
+        _fd: fd,
+    });
+    Ok(Box::into_raw(ch).cast())
+}
+
+/// The daemon connection of channel `ch`.
+///
+/// # Safety
+/// `ch` must be a channel this library made and has not destroyed.
+pub(crate) unsafe fn client<'a>(ch: *mut rdma_event_channel) -> MutexGuard<'a, Client> {
+    let ch = &*ch.cast::<ChannelPriv>();
+    ch.client.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Closes channel `ch`.
+///
+/// # Safety
+/// `ch` must be a channel this library made, not used again.
+pub(crate) unsafe fn close(ch: *mut rdma_event_channel) {
+    drop(Box::from_raw(ch.cast::<ChannelPriv>()));
+}
+
+/// Waits for the next event of `ch` (or finds none, on a non-blocking fd: EAGAIN) and reads
+/// it from the daemon.
+unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_device::proto::CmEvent, c_int> {
+    match softrnic_device::sys::take_notification((*ch).fd) {
+        Ok(true) => {}
+        Ok(false) => return Err(libc::EAGAIN),
+        // The daemon is gone: as a removed rdma_cm device.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(libc::ENODEV),
+        Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+    let mut c = client(ch);
+    c.cm_event().map_err(|e| errno_of("rdma_get_cm_event", &e))
+}
+
+/// The next event of `ch` as the program sees it (the library's own processing done: a
+/// connection request gets its new id, a connection response readies the QP, and events the
+/// library absorbs are skipped).
+pub(crate) unsafe fn get_event(ch: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, c_int> {
+    loop {
+        let ev = next(ch)?;
+        if let Some(event) = id::event(ch, ev)? {
+            return Ok(event);
+        }
+    }
+}
+
+exported! {
+    /// `rdma_create_event_channel`.
+    fn rdma_create_event_channel() -> *mut rdma_event_channel {
+        open().unwrap_or_else(|e| {
+            fail(e);
+            std::ptr::null_mut()
+        })
+    }
+
+    /// `rdma_destroy_event_channel`.
+    fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
+        if !channel.is_null() {
+            close(channel);
+        }
+    }
+
+    /// `rdma_get_cm_event`: blocks until an event arrives unless the program made the
+    /// channel's fd non-blocking (then EAGAIN).
+    fn rdma_get_cm_event(channel: *mut rdma_event_channel, event: *mut *mut rdma_cm_event) -> c_int {
+        if channel.is_null() || event.is_null() {
+            return fail(libc::EINVAL);
+        }
+        match get_event(channel) {
+            Ok(e) => {
+                *event = e;
+                0
+            }
+            Err(e) => fail(e),
+        }
+    }
+
+    /// `rdma_ack_cm_event`.
+    fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+        if event.is_null() {
+            return fail(libc::EINVAL);
+        }
+        id::ack(event);
+        0
+    }
+
+    /// `rdma_event_str`.
+    fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
+        let s: &'static [u8] = match event {
+            RDMA_CM_EVENT_ADDR_RESOLVED => b"RDMA_CM_EVENT_ADDR_RESOLVED\0",
+            RDMA_CM_EVENT_ADDR_ERROR => b"RDMA_CM_EVENT_ADDR_ERROR\0",
+            RDMA_CM_EVENT_ROUTE_RESOLVED => b"RDMA_CM_EVENT_ROUTE_RESOLVED\0",
+            RDMA_CM_EVENT_ROUTE_ERROR => b"RDMA_CM_EVENT_ROUTE_ERROR\0",
+            RDMA_CM_EVENT_CONNECT_REQUEST => b"RDMA_CM_EVENT_CONNECT_REQUEST\0",
+            RDMA_CM_EVENT_CONNECT_RESPONSE => b"RDMA_CM_EVENT_CONNECT_RESPONSE\0",
+            RDMA_CM_EVENT_CONNECT_ERROR => b"RDMA_CM_EVENT_CONNECT_ERROR\0",
+            RDMA_CM_EVENT_UNREACHABLE => b"RDMA_CM_EVENT_UNREACHABLE\0",
+            RDMA_CM_EVENT_REJECTED => b"RDMA_CM_EVENT_REJECTED\0",
+            RDMA_CM_EVENT_ESTABLISHED => b"RDMA_CM_EVENT_ESTABLISHED\0",
+            RDMA_CM_EVENT_DISCONNECTED => b"RDMA_CM_EVENT_DISCONNECTED\0",
+            RDMA_CM_EVENT_DEVICE_REMOVAL => b"RDMA_CM_EVENT_DEVICE_REMOVAL\0",
+            RDMA_CM_EVENT_MULTICAST_JOIN => b"RDMA_CM_EVENT_MULTICAST_JOIN\0",
+            RDMA_CM_EVENT_MULTICAST_ERROR => b"RDMA_CM_EVENT_MULTICAST_ERROR\0",
+            RDMA_CM_EVENT_ADDR_CHANGE => b"RDMA_CM_EVENT_ADDR_CHANGE\0",
+            RDMA_CM_EVENT_TIMEWAIT_EXIT => b"RDMA_CM_EVENT_TIMEWAIT_EXIT\0",
+            _ => b"UNKNOWN EVENT\0",
+        };
+        s.as_ptr().cast()
+    }
+}
