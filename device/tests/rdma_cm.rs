@@ -272,9 +272,11 @@ fn a_connection_is_made_carries_data_and_is_torn_down() {
     // rdma_cm has it; then the client's disconnect is done too.
     c.server.0.c.cm(Request::CmDisconnect(c.server.1)).unwrap();
     c.client.0.expect(cm_event::DISCONNECTED);
-    assert_eq!(c.server.0.c.cm_destroy_id(c.server.1).unwrap(), 3);
+    // Events read count for the id they were about; a connection request, as in rdma_ucm,
+    // for its listener.
+    assert_eq!(c.server.0.c.cm_destroy_id(c.server.1).unwrap(), 2);
     c.client.0.c.cm_destroy_id(c.client.1).unwrap();
-    c.server.0.c.cm_destroy_id(c.listen).unwrap();
+    assert_eq!(c.server.0.c.cm_destroy_id(c.listen).unwrap(), 1);
 }
 
 #[test]

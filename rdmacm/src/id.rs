@@ -216,6 +216,9 @@ pub(crate) unsafe fn complete(id: *mut rdma_cm_id) -> Result<(), c_int> {
     let event = channel::get_event(p.id.channel)?;
     p.id.event = event;
     let e = &*event;
+    if e.status != 0 && std::env::var_os("SOFTRNIC_DEBUG").is_some() {
+        eprintln!("softrnic: rdma_cm event {} status {}", e.event, e.status);
+    }
     match e.status {
         0 => Ok(()),
         _ if e.event == RDMA_CM_EVENT_REJECTED => Err(libc::ECONNREFUSED),
@@ -346,10 +349,11 @@ pub(crate) unsafe fn event(
     };
     let id = target.cast::<rdma_cm_id>();
     let p = &mut *target;
+    // A connection request is acknowledged for its listener (rdma_ucm counts it there).
     let e = Box::into_raw(Box::new(EventPriv {
         event: std::mem::zeroed(),
         private_data: [0; 256],
-        id: target,
+        id: listen.unwrap_or(target),
     }));
     let out = &mut *e;
     out.event.id = id;

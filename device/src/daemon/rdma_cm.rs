@@ -319,8 +319,9 @@ impl Daemon {
                 let ch = self.contexts[i].as_mut().and_then(|c| c.cm.as_mut());
                 match ch.and_then(|c| c.events.pop_front()) {
                     Some(ev) => {
-                        // rdma_destroy_id waits for the program to acknowledge what it read.
-                        if let Some(x) = self.cm.ids.get_mut(&ev.id) {
+                        // rdma_destroy_id waits for the program to acknowledge what it read;
+                        // a connection request counts for its listener, as in rdma_ucm.
+                        if let Some(x) = self.cm.ids.get_mut(&ev.listen.unwrap_or(ev.id)) {
                             x.events += 1;
                         }
                         // A connection request read frees its listener's backlog slot.
@@ -1302,6 +1303,7 @@ impl Daemon {
             .ok()
             .and_then(|h| self.listener(d, req.service_id, h.dst));
         let (Ok(header), Some(l)) = (header, found) else {
+            tracing::debug!(service = req.service_id, ?header, "a REQ no listener takes: refused");
             if let Some(dev) = self.devices[d].as_mut() {
                 let _ = dev
                     .engine
@@ -1312,6 +1314,7 @@ impl Daemon {
         };
         let listener = &self.cm.ids[&l];
         if listener.waiting >= listener.backlog || listener.ud() {
+            tracing::debug!(waiting = listener.waiting, "a REQ the listener has no room for: refused");
             if let Some(dev) = self.devices[d].as_mut() {
                 let _ = dev.engine.cm().reject(conn, rej_reason::CONSUMER, &[]);
             }
