@@ -726,6 +726,14 @@ impl Client {
         self.ok(req)
     }
 
+    /// Every listening rdma_cm id of the daemon.
+    pub fn cm_listeners(&mut self) -> Result<Vec<proto::CmListener>> {
+        match self.call(Request::CmListeners)? {
+            Reply::CmListeners(l) => Ok(l),
+            r => Err(unexpected(r)),
+        }
+    }
+
     /// `rdma_create_id` on this channel: the id's handle.
     pub fn cm_create_id(&mut self, ps: u16, qp_type: QpType) -> Result<u32> {
         self.handle(Request::CmCreateId { ps, qp_type })

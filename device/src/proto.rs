@@ -308,6 +308,8 @@ pub enum Request {
     CmMigrate(u32),
     /// The next event of this channel (the library reads a notification byte first).
     CmGetEvent,
+    /// Every listening rdma_cm id (`softrnic status`; any connection may ask).
+    CmListeners,
     /// Turns this connection into a capture: every frame in and out of the device (or of every
     /// device), same-host frames included, follows as [`Reply::Frame`]s.
     Capture {
@@ -380,6 +382,8 @@ pub enum Reply {
     CmRoute(CmRoute),
     /// An RDMA CM event.
     CmEvent(CmEvent),
+    /// The listening rdma_cm ids.
+    CmListeners(Vec<CmListener>),
     /// QP attributes and which of them to apply.
     QpAttr(QpAttr, AttrMask),
     /// A captured frame.
@@ -478,6 +482,17 @@ pub mod cm_event {
     pub const MULTICAST_ERROR: u32 = 13;
     pub const ADDR_CHANGE: u32 = 14;
     pub const TIMEWAIT_EXIT: u32 = 15;
+}
+
+/// A listening rdma_cm id, as `softrnic status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CmListener {
+    /// The port space (RDMA_PS_*).
+    pub ps: u16,
+    /// The address (a wildcard listens on every device).
+    pub addr: SocketAddr,
+    /// The program's process id.
+    pub pid: u32,
 }
 
 /// An RDMA CM event, as the library turns it into `struct rdma_cm_event`.

@@ -105,7 +105,12 @@ exported! {
         let r = &mut *rai;
         let ret = if !node.is_null() || !service.is_null() {
             let ai_hints = to_ai(hints);
-            let with = std::ptr::eq(hints, &nohints).then_some(std::ptr::null()).unwrap_or(&raw const ai_hints);
+            // Without hints, getaddrinfo gets none either (rdma-core's `nohints`).
+            let with = if std::ptr::eq(hints, &nohints) {
+                std::ptr::null()
+            } else {
+                &raw const ai_hints
+            };
             let mut ai: *mut libc::addrinfo = std::ptr::null_mut();
             match libc::getaddrinfo(node, service, with, &mut ai) {
                 0 => {

@@ -197,6 +197,17 @@ pub fn status() -> Result<(), String> {
     for d in &devices {
         print_device(d);
     }
+    for l in c.cm_listeners().map_err(|e| e.to_string())? {
+        use softrnic_wire::cm::port_space;
+        let space = match l.ps {
+            port_space::TCP => "TCP".to_owned(),
+            port_space::UDP => "UDP".to_owned(),
+            port_space::IB => "IB".to_owned(),
+            port_space::IPOIB => "IPoIB".to_owned(),
+            other => format!("{other:#x}"),
+        };
+        println!("rdma_cm listening: {space} {} (pid {})", l.addr, l.pid);
+    }
     Ok(())
 }
 

@@ -315,6 +315,7 @@ impl Daemon {
                 self.contexts[i].as_mut().expect("open").capture = Some(filter);
                 Reply::Ok
             }
+            Request::CmListeners => Reply::CmListeners(self.cm_listeners()),
             req @ (Request::CmOpen
             | Request::CmCreateId { .. }
             | Request::CmDestroyId(_)

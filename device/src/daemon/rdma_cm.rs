@@ -18,7 +18,9 @@ use softrnic_wire::EthernetAddress;
 use softrnic_wire::cm::{CmPath, CmaHeader, ip_service, ip_service_id, port_space, rej_reason};
 
 use super::Daemon;
-use crate::proto::{CmEvent, CmOption, CmRoute, ConnParam, Reply, Request, cm_event as event};
+use crate::proto::{
+    CmEvent, CmListener, CmOption, CmRoute, ConnParam, Reply, Request, cm_event as event,
+};
 use crate::sys;
 
 /// The Q_Key of RDMA_PS_UDP and RDMA_PS_IB ids (`RDMA_UDP_QKEY`).
@@ -690,6 +692,25 @@ impl Daemon {
         Reply::Ok
     }
 
+    /// Every listening id.
+    pub(super) fn cm_listeners(&self) -> Vec<CmListener> {
+        let mut v: Vec<CmListener> = self
+            .cm
+            .ids
+            .values()
+            .filter(|x| x.state == State::Listen)
+            .filter_map(|x| {
+                Some(CmListener {
+                    ps: x.ps,
+                    addr: x.src?,
+                    pid: x.pid,
+                })
+            })
+            .collect();
+        v.sort_by_key(|l| (l.addr.port(), l.ps));
+        v
+    }
+
     /// Listens for `service` on device `d` (once, however many ids listen there).
     fn take_service(&mut self, d: usize, service: u64) {
         let Some(dev) = self.devices[d].as_mut() else {
@@ -1303,7 +1324,11 @@ impl Daemon {
             .ok()
             .and_then(|h| self.listener(d, req.service_id, h.dst));
         let (Ok(header), Some(l)) = (header, found) else {
-            tracing::debug!(service = req.service_id, ?header, "a REQ no listener takes: refused");
+            tracing::debug!(
+                service = req.service_id,
+                ?header,
+                "a REQ no listener takes: refused"
+            );
             if let Some(dev) = self.devices[d].as_mut() {
                 let _ = dev
                     .engine
@@ -1314,7 +1339,10 @@ impl Daemon {
         };
         let listener = &self.cm.ids[&l];
         if listener.waiting >= listener.backlog || listener.ud() {
-            tracing::debug!(waiting = listener.waiting, "a REQ the listener has no room for: refused");
+            tracing::debug!(
+                waiting = listener.waiting,
+                "a REQ the listener has no room for: refused"
+            );
             if let Some(dev) = self.devices[d].as_mut() {
                 let _ = dev.engine.cm().reject(conn, rej_reason::CONSUMER, &[]);
             }

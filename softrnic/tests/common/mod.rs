@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
 use softrnic_device::client::Client;
+use softrnic_device::netns::VethPair;
 
 /// The programs get the machine to themselves: two of them and a daemon (or two) already fill
 /// two cores.
@@ -265,4 +266,97 @@ pub fn tally(
         e.1 += p.payload().len() as u64;
     }
     out
+}
+
+/// Where the programs run.
+#[derive(Debug, Clone, Copy)]
+pub enum Topology {
+    /// Two processes on one host.
+    OneHost,
+    /// Two hosts in namespaces joined by a veth pair.
+    Veth,
+}
+
+pub const TOPOLOGIES: [Topology; 2] = [Topology::OneHost, Topology::Veth];
+
+/// A server host and a client host (the same one on one host), and the server's address.
+pub struct Setup {
+    pub hosts: Vec<Host>,
+    pub server_addr: &'static str,
+    pub pair: Option<VethPair>,
+}
+
+impl Setup {
+    pub fn new(topology: Topology, tag: &str) -> Setup {
+        match topology {
+            Topology::OneHost => Setup {
+                hosts: vec![Host::start(tag, None, None)],
+                server_addr: "127.0.0.1",
+                pair: None,
+            },
+            Topology::Veth => {
+                let pair = VethPair::new(tag, 1500).expect("a veth pair (needs root)");
+                // AF_XDP sees the peer's offloaded (incomplete) UDP checksums otherwise.
+                for i in 0..2 {
+                    let _ = pair.exec(i, &["ethtool", "-K", &pair.ifs[i], "tx", "off"]);
+                }
+                let hosts = (0..2)
+                    .map(|i| {
+                        Host::start(&format!("{tag}{i}"), Some(&pair.ns[i]), Some(&pair.ifs[i]))
+                    })
+                    .collect();
+                Setup {
+                    hosts,
+                    server_addr: "198.18.1.1",
+                    pair: Some(pair),
+                }
+            }
+        }
+    }
+
+    pub fn server(&self) -> &Host {
+        &self.hosts[0]
+    }
+
+    pub fn client(&self) -> &Host {
+        self.hosts.last().expect("a host")
+    }
+
+    /// Runs a program as server and as client (`args` plus the GID index flag `gid_flag`,
+    /// the port, and for the client the server's address); returns both outputs, after
+    /// checking both succeeded.
+    pub fn run(&self, gid_flag: &str, args: &[&str]) -> (String, String) {
+        let port = next_port();
+        let argv = |h: &Host| -> Vec<String> {
+            let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            v.extend([
+                gid_flag.into(),
+                h.gid.to_string(),
+                "-p".into(),
+                port.clone(),
+            ]);
+            v
+        };
+        let server = self
+            .server()
+            .program(&argv(self.server()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let mut server = Running(server);
+        wait_listening(self.server().ns.as_deref(), &port);
+        let mut client_args = argv(self.client());
+        client_args.push(self.server_addr.into());
+        let client = self
+            .client()
+            .program(&client_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the client");
+        let client = Running(client).finish(args);
+        let server = server.finish(args);
+        (server, client)
+    }
 }

@@ -1,0 +1,260 @@
+//! Unmodified Debian programs that connect through librdmacm (rdmacm-utils) run through
+//! `softrnic exec` on softrnic's librdmacm, over IPv4 and IPv6, on one host and across a veth
+//! pair between namespaces. Needs root (namespaces) and `rdmacm-utils`, which `scripts/test`
+//! installs.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use softrnic_device::client::Client;
+use softrnic_emu_core::Gid;
+
+/// The server's address for rdma_cm: its device's IPv4 address, or an IPv6 one (the local
+/// device's link-local GID; on the veth, an address added for the test).
+fn server_ip(s: &Setup, v6: bool) -> &'static str {
+    match (&s.pair, v6) {
+        (None, false) => "198.19.255.1",
+        (None, true) => "fe80::53:52ff:fe4e:0",
+        (Some(_), false) => "198.18.1.1",
+        (Some(_), true) => "2001:db8::1",
+    }
+}
+
+/// Gives the veth hosts IPv6 addresses, and waits until their devices have the GIDs.
+fn with_ipv6(s: &Setup) {
+    let Some(pair) = &s.pair else { return };
+    for (i, host) in s.hosts.iter().enumerate() {
+        let ip = format!("2001:db8::{}", i + 1);
+        pair.add_ipv6(i, &format!("{ip}/64")).unwrap();
+        let gid = Gid::from_ip(ip.parse().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !Client::connect(&host.socket).unwrap().devices().unwrap()[0]
+            .gids
+            .contains(&gid)
+        {
+            assert!(Instant::now() < deadline, "no GID for {ip}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Waits until an rdma_cm id of `host` listens on `port` (as `softrnic status` shows).
+fn wait_cm_listening(host: &Host, port: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port: u16 = port.parse().unwrap();
+    loop {
+        let listening = Client::connect(&host.socket)
+            .and_then(|mut c| c.cm_listeners())
+            .unwrap();
+        if listening.iter().any(|l| l.addr.port() == port) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no rdma_cm id listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs `server` on the server host and, once it listens on `port`, `client` on the client
+/// host; both must succeed. Their standard outputs.
+fn run_pair(s: &Setup, port: &str, server: &[String], client: &[String]) -> (String, String) {
+    let (srv, cli) = start_pair(s, port, server, client);
+    let names: Vec<&str> = server.iter().map(String::as_str).collect();
+    (
+        srv.map(|mut srv| srv.finish(&names)).unwrap_or_default(),
+        cli,
+    )
+}
+
+/// As [`run_pair`], for a server that serves until it is stopped: the client's output, the
+/// server still running.
+fn start_pair(
+    s: &Setup,
+    port: &str,
+    server: &[String],
+    client: &[String],
+) -> (Option<Running>, String) {
+    let srv = Running(
+        s.server()
+            .program(server)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server"),
+    );
+    wait_cm_listening(s.server(), port);
+    let cli = s
+        .client()
+        .program(client)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the client");
+    let names: Vec<&str> = client.iter().map(String::as_str).collect();
+    (Some(srv), Running(cli).finish(&names))
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Every topology and address family. Servers bind the address they serve: as with the
+/// kernel's rdma_cm, an IPv4 wildcard does not take IPv6 connections.
+fn each_setup(tag: &str, mut f: impl FnMut(&Setup, &str)) {
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("{tag}{i}"));
+        with_ipv6(&s);
+        for v6 in [false, true] {
+            f(&s, server_ip(&s, v6));
+        }
+    }
+}
+
+#[test]
+fn rping_checks_its_data_both_ways() {
+    let _serial = serial();
+    each_setup("rp", |s, ip| {
+        let port = next_port();
+        let args = ["rping", "-v", "-V", "-C", "100", "-a", ip, "-p", &port];
+        let mut server = strings(&args);
+        server.insert(1, "-s".into());
+        let mut client = strings(&args);
+        client.insert(1, "-c".into());
+        let (srv, cli) = run_pair(s, &port, &server, &client);
+        // -V: each side checks every ping's bytes; both saw all 100.
+        for (who, out) in [("server", &srv), ("client", &cli)] {
+            let pings = out
+                .lines()
+                .filter(|l| l.contains("ping data: rdma-ping-"))
+                .count();
+            assert_eq!(pings, 100, "{ip}: {who} said\n{out}");
+        }
+    });
+}
+
+#[test]
+fn ucmatose_runs_several_connections_and_udaddy_resolves_with_sidr() {
+    let _serial = serial();
+    each_setup("uc", |s, ip| {
+        let port = next_port();
+        let (srv, cli) = run_pair(
+            s,
+            &port,
+            &strings(&["ucmatose", "-b", ip, "-c", "4", "-C", "20", "-p", &port]),
+            &strings(&["ucmatose", "-s", ip, "-c", "4", "-C", "20", "-p", &port]),
+        );
+        assert!(srv.contains("return status 0") && cli.contains("return status 0"));
+        // udaddy has no port option: it serves 7174 (its -p is the port space).
+        let (srv, cli) = run_pair(
+            s,
+            "7174",
+            &strings(&["udaddy", "-b", ip, "-c", "2", "-C", "20"]),
+            &strings(&["udaddy", "-s", ip, "-c", "2", "-C", "20"]),
+        );
+        assert!(srv.contains("return status 0") && cli.contains("return status 0"));
+    });
+}
+
+#[test]
+fn rdma_server_and_rdma_client_use_endpoints_and_cmtime_connects_many() {
+    let _serial = serial();
+    each_setup("ep", |s, ip| {
+        let port = next_port();
+        let (srv, cli) = run_pair(
+            s,
+            &port,
+            &strings(&["rdma_server", "-s", ip, "-p", &port]),
+            &strings(&["rdma_client", "-s", ip, "-p", &port]),
+        );
+        assert!(srv.contains("rdma_server: end 0"), "{srv}");
+        assert!(cli.contains("rdma_client: end 0"), "{cli}");
+        // rdma-core 44's cmtime server serves until it is stopped.
+        let port = next_port();
+        let (_server, cli) = start_pair(
+            s,
+            &port,
+            &strings(&["cmtime", "-b", ip, "-c", "50", "-p", &port]),
+            &strings(&["cmtime", "-s", ip, "-c", "50", "-p", &port]),
+        );
+        for step in [
+            "create id",
+            "resolve addr",
+            "resolve route",
+            "connect",
+            "disconnect",
+        ] {
+            assert!(cli.lines().any(|l| l.starts_with(step)), "{step} in\n{cli}");
+        }
+    });
+}
+
+#[test]
+fn a_connection_no_one_listens_for_is_rejected() {
+    let _serial = serial();
+    let s = Setup::new(Topology::OneHost, "rj");
+    let port = next_port();
+    let out = s
+        .client()
+        .program(&strings(&[
+            "rping",
+            "-c",
+            "-a",
+            server_ip(&s, false),
+            "-p",
+            &port,
+        ]))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    // rping reports the event and rdma_cm's status: IBA reject reason 8, invalid service ID.
+    let said = text(&out.stderr) + &text(&out.stdout);
+    assert!(said.contains("RDMA_CM_EVENT_REJECTED, error 8"), "{said}");
+}
+
+#[test]
+fn a_peer_killed_mid_run_is_disconnected() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("kl{i}"));
+        let ip = server_ip(&s, false);
+        let port = next_port();
+        let mut server = Running(
+            s.server()
+                .program(&strings(&["rping", "-s", "-a", ip, "-p", &port]))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_cm_listening(s.server(), &port);
+        // A client that pings forever, killed once its first ping came back.
+        let mut client = Running(
+            s.client()
+                .program(&strings(&[
+                    "rping", "-c", "-v", "-C", "0", "-a", ip, "-p", &port,
+                ]))
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let out = BufReader::new(client.0.stdout.take().unwrap());
+        let pinged = out
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("ping data"));
+        assert!(pinged, "{t:?}: the client never pinged");
+        client.0.kill().unwrap();
+        client.0.wait().unwrap();
+        // The daemon sends the DREQ for the dead program: the server sees DISCONNECTED and
+        // ends on its own.
+        let status = server.wait_at_most(LIMIT);
+        assert!(
+            status.is_some(),
+            "{t:?}: the server never heard of the disconnect"
+        );
+    }
+}
