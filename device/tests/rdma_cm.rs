@@ -345,6 +345,12 @@ fn ports_clash_as_the_kernel_says() {
         })
         .unwrap_err();
     assert_eq!(e.errno, libc::EADDRINUSE);
+    // The ids a listener's requests make hold no port: with the listener gone, the port is
+    // free again while its connection lives (perftest -R listens twice on one port).
+    let mut c = connected(d.path(), 7477);
+    c.server.0.c.cm_destroy_id(c.listen).unwrap();
+    let again = listener(&mut c.server.0, 7477, port_space::TCP, QpType::Rc);
+    c.server.0.c.cm_destroy_id(again).unwrap();
     // Another port space has its own ports.
     let udp = ch.c.cm_create_id(port_space::UDP, QpType::Ud).unwrap();
     ch.c.cm(Request::CmBind { id: udp, addr: any }).unwrap();

@@ -206,10 +206,12 @@ impl RdmaCm {
 
     /// Whether binding `addr` in port space `ps` clashes with another id (the kernel's
     /// `cma_check_port`: the same port, overlapping addresses, unless both allow reuse and
-    /// neither listens).
+    /// neither listens). The ids a listener's requests made hold no port of their own, as
+    /// accepted TCP sockets hold none.
     fn in_use(&self, me: u32, ps: u16, addr: SocketAddr, reuse: bool) -> bool {
         self.ids.iter().any(|(&n, o)| {
             n != me
+                && o.listener.is_none()
                 && o.ps == ps
                 && o.port() == addr.port()
                 && o.src.is_some()
@@ -548,19 +550,28 @@ impl Daemon {
         }
         let x = &self.cm.ids[&id];
         let bound = x.src.expect("bound");
-        let found = if !bound.ip().is_unspecified() {
-            self.local_gid(bound.ip()).map(|(d, _)| (d, bound.ip()))
-        } else if self.local_gid(dst.ip()).is_some() {
-            // To an address of this daemon: through the device that has it (loopback).
-            self.local_gid(dst.ip()).map(|(d, _)| (d, dst.ip()))
+        // (device, source address, source GID index, destination GID)
+        let found = if dst.ip().is_loopback()
+            && (bound.ip().is_unspecified() || bound.ip().is_loopback())
+        {
+            // The kernel's `cma_bind_loopback`: the first device, to itself.
+            self.loopback(dst.ip())
+        } else if !bound.ip().is_unspecified() {
+            self.local_gid(bound.ip())
+                .map(|(d, index)| (d, bound.ip(), index, Gid::from_ip(dst.ip())))
+        } else if let Some((d, index)) = self.local_gid(dst.ip()) {
+            // To an address of this daemon: through the device that has it.
+            Some((d, dst.ip(), index, Gid::from_ip(dst.ip())))
         } else {
-            self.route_to(dst.ip())
+            self.route_to(dst.ip()).map(|(d, src)| {
+                let index = self.local_gid(src).map_or(0, |(_, i)| i);
+                (d, src, index, Gid::from_ip(dst.ip()))
+            })
         };
-        let Some((d, src_ip)) = found else {
+        let Some((d, src_ip, index, dgid)) = found else {
             self.queue_event(id, event(id, event::ADDR_ERROR, -libc::ENETUNREACH));
             return Reply::Ok;
         };
-        let dgid = Gid::from_ip(dst.ip());
         let mac = match self.resolve(d, dgid) {
             Ok(mac) => mac,
             Err(e) => {
@@ -569,15 +580,9 @@ impl Daemon {
                 return Reply::Ok;
             }
         };
-        let (index, gids, mtu) = {
+        let (gids, mtu) = {
             let dev = self.devices[d].as_ref().expect("found");
-            let sgid = Gid::from_ip(src_ip);
-            let index = dev.info.gids.iter().position(|g| *g == sgid).unwrap_or(0);
-            (
-                index as u8,
-                dev.info.gids.clone(),
-                dev.engine.query_port().active_mtu,
-            )
+            (dev.info.gids.clone(), dev.engine.query_port().active_mtu)
         };
         let x = self.cm.ids.get_mut(&id).expect("checked");
         x.device = Some(d);
@@ -591,6 +596,18 @@ impl Daemon {
         x.state = State::AddrResolved;
         self.queue_event(id, event(id, event::ADDR_RESOLVED, 0));
         Reply::Ok
+    }
+
+    /// A loopback destination's device, addresses and GIDs: the first device with a GID of
+    /// `dst`'s family, talking to itself.
+    fn loopback(&self, dst: IpAddr) -> Option<(usize, IpAddr, u8, Gid)> {
+        self.devices.iter().enumerate().find_map(|(d, dev)| {
+            let gids = &dev.as_ref()?.info.gids;
+            let index = gids
+                .iter()
+                .position(|g| g.to_ip().is_ipv4() == dst.is_ipv4())?;
+            Some((d, dst, index as u8, gids[index]))
+        })
     }
 
     /// The device and source address the kernel's routing picks for `dst`, looked up in each
@@ -678,6 +695,7 @@ impl Daemon {
         if clash || (reuse && self.cm.in_use(id, ps, src, false)) {
             return error(libc::EADDRINUSE, format!("port {} is in use", src.port()));
         }
+        tracing::debug!(id, ps, %src, backlog, "rdma_cm: listening");
         let x = self.cm.ids.get_mut(&id).expect("checked");
         x.state = State::Listen;
         x.backlog = backlog;
@@ -840,6 +858,7 @@ impl Daemon {
             Ok(c) => c,
             Err(e) => return cm_error(e),
         };
+        tracing::debug!(id, conn, service, ud, "rdma_cm: connecting");
         self.cm.conns.insert((d, conn), id);
         let x = self.cm.ids.get_mut(&id).expect("checked");
         x.conn = Some(conn);
