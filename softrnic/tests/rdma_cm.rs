@@ -258,3 +258,48 @@ fn a_peer_killed_mid_run_is_disconnected() {
         );
     }
 }
+
+#[test]
+fn perftest_and_qperf_connect_through_rdma_cm() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("pq{i}"));
+        let ip = server_ip(&s, false);
+        for args in [
+            &["ib_write_bw", "-R", "-n", "200"][..],
+            &["ib_read_lat", "-R", "-n", "200"],
+            &["ib_send_bw", "-c", "UD", "-R", "-n", "200"],
+            &["ib_send_lat", "-R", "-n", "200"],
+        ] {
+            let port = next_port();
+            let mut server = strings(args);
+            server.extend(strings(&["-d", "srnic0", "-p", &port]));
+            let mut client = server.clone();
+            client.push(ip.into());
+            let (_, cli) = run_pair(&s, &port, &server, &client);
+            let row = perftest_row(&cli);
+            assert!(row[0] > 0.0, "{t:?} {args:?}: {cli}");
+        }
+        // qperf's own exchange is TCP: on one host, to 127.0.0.1, which rdma_cm resolves to
+        // the first device as the kernel does.
+        let tcp = s.server_addr;
+        let mut qperf = Running(
+            s.server()
+                .program(&strings(&["qperf"]))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_listening(s.server().ns.as_deref(), "19765");
+        let out = s
+            .client()
+            .program(&strings(&["qperf", tcp, "-cm1", "-t", "1", "rc_bw", "rc_lat"]))
+            .output()
+            .unwrap();
+        let said = text(&out.stdout);
+        assert!(out.status.success(), "{t:?}: {said}{}", text(&out.stderr));
+        assert!(said.contains("bw  =") && said.contains("latency  ="), "{said}");
+        let _ = qperf.0.kill();
+    }
+}
