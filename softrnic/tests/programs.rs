@@ -188,64 +188,10 @@ fn perftest_atomics_compare_and_swap_and_fetch_and_add() {
     }
 }
 
-/// Counts of a unittest run: (ran, failures + errors, skipped).
-fn unittest_summary(out: &str) -> (u32, u32, u32) {
-    let ran = out
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("Ran ")?
-                .split_whitespace()
-                .next()?
-                .parse()
-                .ok()
-        })
-        .unwrap_or_else(|| panic!("no summary in:\n{out}"));
-    let count = |what: &str| -> u32 {
-        out.rsplit_once(&format!("{what}="))
-            .and_then(|(_, rest)| {
-                rest.split(|c: char| !c.is_ascii_digit())
-                    .next()?
-                    .parse()
-                    .ok()
-            })
-            .unwrap_or(0)
-    };
-    (ran, count("failures") + count("errors"), count("skipped"))
-}
-
 #[test]
 fn rdma_cores_own_test_suite_passes_where_it_runs() {
     let _serial = serial();
-    let shipped = std::path::Path::new("/usr/share/doc/rdma-core/tests");
-    assert!(
-        shipped.is_dir(),
-        "install python3-pyverbs (rdma-core's test suite)"
-    );
-    // Debian compresses the larger modules: unpack a copy.
-    let dir = std::env::temp_dir().join(format!("srn-rdma-core-tests-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let status = Command::new("cp")
-        .arg("-r")
-        .arg(shipped)
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let tests = dir.join("tests");
-    for entry in std::fs::read_dir(&tests).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "gz") {
-            assert!(
-                Command::new("gzip")
-                    .arg("-df")
-                    .arg(&path)
-                    .status()
-                    .unwrap()
-                    .success()
-            );
-        }
-    }
+    let (dir, tests) = rdma_core_tests();
     let host = Host::start("pyverbs", None, None);
     let out = host
         .program(&[

@@ -360,3 +360,64 @@ impl Setup {
         (server, client)
     }
 }
+
+/// A copy of rdma-core's test suite (python3-pyverbs ships it, with its larger modules
+/// compressed): the copy's directory, to remove, and its `tests` directory.
+pub fn rdma_core_tests() -> (PathBuf, PathBuf) {
+    let shipped = std::path::Path::new("/usr/share/doc/rdma-core/tests");
+    assert!(
+        shipped.is_dir(),
+        "install python3-pyverbs (rdma-core's test suite)"
+    );
+    // Debian compresses the larger modules: unpack a copy.
+    let dir = std::env::temp_dir().join(format!("srn-rdma-core-tests-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(shipped)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let tests = dir.join("tests");
+    for entry in std::fs::read_dir(&tests).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "gz") {
+            assert!(
+                Command::new("gzip")
+                    .arg("-df")
+                    .arg(&path)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+    }
+    (dir, tests)
+}
+
+/// Counts of a unittest run: (ran, failures + errors, skipped).
+pub fn unittest_summary(out: &str) -> (u32, u32, u32) {
+    let ran = out
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("Ran ")?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("no summary in:\n{out}"));
+    let count = |what: &str| -> u32 {
+        out.rsplit_once(&format!("{what}="))
+            .and_then(|(_, rest)| {
+                rest.split(|c: char| !c.is_ascii_digit())
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    (ran, count("failures") + count("errors"), count("skipped"))
+}
