@@ -1,6 +1,6 @@
 //! `#[repr(C)]` mirror of the structures and constants of rdma-core 44's `<rdma/rdma_cma.h>`
 //! (and the path record of `<infiniband/sa.h>` that `rdma_route` points to) that programs and
-//! the inline helpers of `<rdma/rdma_verbs.h>` touch, with the C names. `tests/layout.rs`
+//! the inline helpers of `<rdma/rdma_verbs.h>` touch, with the C names. `tests/tests/layout.rs`
 //! compares every size, alignment, offset and constant with the real header.
 #![allow(non_camel_case_types, missing_docs)]
 

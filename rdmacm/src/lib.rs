@@ -11,7 +11,7 @@
 //! resolved by the dynamic linker: softrnic's `libibverbs.so.1` under `softrnic exec`).
 //!
 //! The shared object exports rdma-core 44's symbols with their versions (`librdmacm.map`) and
-//! lays out `<rdma/rdma_cma.h>`'s structures exactly ([`abi`], checked by `tests/layout.rs`).
+//! lays out `<rdma/rdma_cma.h>`'s structures exactly ([`abi`], checked by `tests/tests/layout.rs`).
 
 // Every exported function is a C entry point whose safety contract is librdmacm's documented
 // API (valid pointers to the structures it names), which no Rust signature can state.

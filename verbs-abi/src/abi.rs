@@ -5,7 +5,7 @@
 //! Type and field names are exactly the C ones, so code can be written against the C
 //! documentation and man pages. Every struct's size and alignment, every field's offset and size,
 //! every enum's size and signedness and every constant's value is compared with the real C header
-//! by the provider's `tests/layout.rs` (it compiles a C program with `cc`).
+//! by `tests/tests/layout.rs` (it compiles a C program with `cc`).
 //!
 //! Conventions:
 //! - C `enum ibv_xxx` types are `pub type ibv_xxx = u32;` (GCC gives an enum without negative

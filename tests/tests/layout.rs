@@ -1,10 +1,12 @@
-//! Checks `softrnic_ibverbs_provider::abi` against the real `<infiniband/verbs.h>`.
+//! Checks the drop-in libraries' C layouts against the real headers: `softrnic_verbs_abi::abi`
+//! against `<infiniband/verbs.h>`, and `softrnic_rdmacm::abi` against `<rdma/rdma_cma.h>`.
 //!
 //! The test generates one C program that includes the header and prints, for every mirrored
 //! struct/union, its `sizeof` and `_Alignof` and every field's `offsetof` and `sizeof`; for every
 //! mirrored enum type its `sizeof` and signedness; and the value of every constant. It compiles
 //! that program with `cc`, runs it and compares each line with the value computed on the Rust
-//! side, reporting all mismatches at once. Needs `gcc` and `libibverbs-dev` installed.
+//! side, reporting all mismatches at once. Needs `gcc`, `libibverbs-dev` and `librdmacm-dev`
+//! installed.
 
 // Field sizes are taken through a raw pointer into a `MaybeUninit`, which needs `unsafe`.
 #![allow(unsafe_code)]
@@ -15,7 +17,8 @@ use std::mem::{MaybeUninit, align_of, offset_of, size_of};
 use std::path::PathBuf;
 use std::process::Command;
 
-use softrnic_ibverbs_provider::abi::*;
+use softrnic_rdmacm::abi::*;
+use softrnic_verbs_abi::abi::*;
 
 /// One value to compare: its display name, the Rust value, and a C expression computing it.
 struct Check {
@@ -217,6 +220,7 @@ impl Table {
     fn c_program(&self) -> String {
         let mut c = String::from(
             "#include <infiniband/verbs.h>\n\
+             #include <rdma/rdma_cma.h>\n\
              #include <stddef.h>\n\
              #include <stdint.h>\n\
              #include <stdio.h>\n\
@@ -303,8 +307,7 @@ macro_rules! consts {
     };
 }
 
-fn table() -> Table {
-    let mut t = Table::default();
+fn verbs_h(t: &mut Table) {
     layout!(t, ibv_gid_global = union ibv_gid . "global" { subnet_prefix, interface_id });
     layout!(t, union ibv_gid { raw, global });
     layout!(t, struct ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex });
@@ -980,7 +983,6 @@ fn table() -> Table {
         IBV_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT,
         IBV_ADVISE_MR_FLAG_FLUSH
     );
-    t
 }
 
 /// A fresh directory under the system temp dir, removed on drop.
@@ -1065,9 +1067,84 @@ fn run_c(program: &str) -> String {
     String::from_utf8(run.stdout).expect("C program output is UTF-8")
 }
 
-#[test]
-fn abi_matches_verbs_h() {
-    let t = table();
+fn rdma_cma_h(t: &mut Table) {
+    layout!(t, struct rdma_ib_addr { sgid, dgid, pkey });
+    anon_union!(t, rdma_addr_src = struct rdma_addr { src_addr, src_sin, src_sin6, src_storage });
+    anon_union!(t, rdma_addr_dst = struct rdma_addr { dst_addr, dst_sin, dst_sin6, dst_storage });
+    layout!(t, rdma_addr_addr = struct rdma_addr . "addr" { ibaddr });
+    layout!(t, struct rdma_addr { src = src_addr, dst = dst_addr, addr });
+    layout!(t, struct ibv_sa_path_rec {
+        dgid, sgid, dlid, slid, raw_traffic, flow_label, hop_limit, traffic_class, reversible,
+        numb_path, pkey, sl, mtu_selector, mtu, rate_selector, rate, packet_life_time_selector,
+        packet_life_time, preference,
+    });
+    layout!(t, struct rdma_route { addr, path_rec, num_paths });
+    layout!(t, struct rdma_event_channel { fd });
+    layout!(t, struct rdma_cm_id {
+        verbs, channel, context, qp, route, ps, port_num, event, send_cq_channel, send_cq,
+        recv_cq_channel, recv_cq, srq, pd, qp_type,
+    });
+    layout!(t, struct rdma_conn_param {
+        private_data, private_data_len, responder_resources, initiator_depth, flow_control,
+        retry_count, rnr_retry_count, srq, qp_num,
+    });
+    layout!(t, struct rdma_ud_param { private_data, private_data_len, ah_attr, qp_num, qkey });
+    layout!(t, rdma_cm_event_param = struct rdma_cm_event . "param" { conn, ud });
+    layout!(t, struct rdma_cm_event { id, listen_id, event, status, param });
+    layout!(t, struct rdma_addrinfo {
+        ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len, ai_src_addr,
+        ai_dst_addr, ai_src_canonname, ai_dst_canonname, ai_route_len, ai_route, ai_connect_len,
+        ai_connect, ai_next,
+    });
+    layout!(t, struct rdma_cm_join_mc_attr_ex { comp_mask, join_flags, addr });
+    enums!(t, rdma_cm_event_type, rdma_port_space);
+    consts!(
+        t,
+        RDMA_CM_EVENT_ADDR_RESOLVED,
+        RDMA_CM_EVENT_ADDR_ERROR,
+        RDMA_CM_EVENT_ROUTE_RESOLVED,
+        RDMA_CM_EVENT_ROUTE_ERROR,
+        RDMA_CM_EVENT_CONNECT_REQUEST,
+        RDMA_CM_EVENT_CONNECT_RESPONSE,
+        RDMA_CM_EVENT_CONNECT_ERROR,
+        RDMA_CM_EVENT_UNREACHABLE,
+        RDMA_CM_EVENT_REJECTED,
+        RDMA_CM_EVENT_ESTABLISHED,
+        RDMA_CM_EVENT_DISCONNECTED,
+        RDMA_CM_EVENT_DEVICE_REMOVAL,
+        RDMA_CM_EVENT_MULTICAST_JOIN,
+        RDMA_CM_EVENT_MULTICAST_ERROR,
+        RDMA_CM_EVENT_ADDR_CHANGE,
+        RDMA_CM_EVENT_TIMEWAIT_EXIT,
+        RDMA_PS_IPOIB,
+        RDMA_PS_TCP,
+        RDMA_PS_UDP,
+        RDMA_PS_IB,
+        RDMA_UDP_QKEY,
+        RDMA_MAX_RESP_RES,
+        RDMA_MAX_INIT_DEPTH,
+        RAI_PASSIVE,
+        RAI_NUMERICHOST,
+        RAI_NOROUTE,
+        RAI_FAMILY,
+        RDMA_OPTION_ID,
+        RDMA_OPTION_IB,
+        RDMA_OPTION_ID_TOS,
+        RDMA_OPTION_ID_REUSEADDR,
+        RDMA_OPTION_ID_AFONLY,
+        RDMA_OPTION_ID_ACK_TIMEOUT,
+        RDMA_OPTION_IB_PATH,
+        RDMA_CM_JOIN_MC_ATTR_ADDRESS,
+        RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS,
+        RDMA_MC_JOIN_FLAG_FULLMEMBER,
+        RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER,
+    );
+}
+
+/// Builds `header`'s checks, runs the C side and compares.
+fn check(header: &str, build: fn(&mut Table)) {
+    let mut t = Table::default();
+    build(&mut t);
     let output = run_c(&t.c_program());
 
     let mut c_values = BTreeMap::new();
@@ -1091,17 +1168,27 @@ fn abi_matches_verbs_h() {
     }
     assert!(
         mismatches.is_empty(),
-        "{} of {} ABI checks differ from <infiniband/verbs.h>:\n{}",
+        "{} of {} ABI checks differ from {header}:\n{}",
         mismatches.len(),
         t.checks.len(),
         mismatches.join("\n")
     );
     println!(
-        "{} checks passed: {} types, {} fields, {} enum types, {} constants",
+        "{header}: {} checks passed: {} types, {} fields, {} enum types, {} constants",
         t.checks.len(),
         t.types,
         t.fields,
         t.enums,
         t.consts
     );
+}
+
+#[test]
+fn abi_matches_verbs_h() {
+    check("<infiniband/verbs.h>", verbs_h);
+}
+
+#[test]
+fn abi_matches_rdma_cma_h() {
+    check("<rdma/rdma_cma.h>", rdma_cma_h);
 }
