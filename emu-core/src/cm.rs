@@ -55,7 +55,9 @@ pub struct ConnectParams {
     pub service_id: u64,
     /// The local QP.
     pub qpn: u32,
-    /// Its first PSN.
+    /// The PSN it receives from first: the passive side sends from it. (IBA's Starting PSN
+    /// is the one the other side starts at, as the kernel's ib_cm uses it: each side's REQ or
+    /// REP names its own receive PSN.)
     pub starting_psn: u32,
     /// RC (0) or UC (1).
     pub transport: u8,
@@ -78,7 +80,7 @@ pub struct ConnectParams {
 }
 
 impl ConnectParams {
-    /// An RC connection of `qpn` (sending from `starting_psn`) to `service_id` at `peer`, with
+    /// An RC connection of `qpn` (receiving from `starting_psn`) to `service_id` at `peer`, with
     /// rdma_cm's defaults: one READ/atomic each way, 7 transport and RNR retries (7 RNR
     /// retries: forever), a 1024-byte path MTU, no SRQ, a default path and no private data.
     pub fn rc(peer: Peer, service_id: u64, qpn: u32, starting_psn: u32) -> ConnectParams {
@@ -105,7 +107,7 @@ impl ConnectParams {
 pub struct AcceptParams {
     /// The local QP.
     pub qpn: u32,
-    /// Its first PSN.
+    /// The PSN it receives from first: the active side sends from it.
     pub starting_psn: u32,
     /// READs/atomics the local QP accepts at once.
     pub responder_resources: u8,
@@ -135,7 +137,7 @@ pub enum CmEvent {
         id: ConnId,
         /// The passive side's QP number.
         qpn: u32,
-        /// Its first PSN.
+        /// The PSN it receives from first: the active side sends from it.
         starting_psn: u32,
         /// READs/atomics it accepts at once.
         responder_resources: u8,

@@ -145,6 +145,25 @@ impl Guest {
         }
     }
 
+    /// Waits until an rdma_cm id in the guest listens on `port` (`rdma resource show cm_id`).
+    fn wait_cm_listening(&self, port: &str) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ids = self.sh("rdma resource show cm_id");
+            if ids
+                .lines()
+                .any(|l| l.contains("LISTEN") && l.contains(&format!(":{port} ")))
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no rdma_cm id listens on {port} in the guest:\n{ids}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Waits until something in the guest listens on TCP `port`.
     fn wait_listening(&self, port: &str) {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -233,6 +252,77 @@ impl Peers {
                 ));
                 let softrnic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     server.finish(&[program])
+                }))
+                .map_err(|_| format!("softrnic server failed; rxe client:\n{rxe}"))?;
+                if !rxe.trim_end().ends_with("rc=0") {
+                    return Err(format!("rxe client:\n{rxe}\nsoftrnic server:\n{softrnic}"));
+                }
+                Ok((softrnic, rxe))
+            }
+        }
+    }
+}
+
+impl Peers {
+    /// Runs a program that connects through rdma_cm: `server` and `client` are its command
+    /// lines, with `{addr}` the server's address, `{port}` the port and `{dev}` the side's
+    /// device. Returns the outputs (softrnic's, rxe's), or why it failed.
+    fn run_cm(
+        &self,
+        server: Server,
+        port: &str,
+        server_line: &str,
+        client_line: &str,
+    ) -> Result<(String, String), String> {
+        let addr = match server {
+            Server::Rxe => RXE_ADDR,
+            Server::Softrnic => SOFTRNIC_ADDR,
+        };
+        let fill = |line: &str, dev: &str| {
+            line.replace("{addr}", addr)
+                .replace("{port}", port)
+                .replace("{dev}", dev)
+        };
+        let words =
+            |line: String| -> Vec<String> { line.split_whitespace().map(str::to_owned).collect() };
+        match server {
+            Server::Rxe => {
+                self.guest.start("server", &fill(server_line, "rxe0"));
+                self.guest.wait_cm_listening(port);
+                let mut client = Running(
+                    self.host
+                        .program(&words(fill(client_line, "srnic0")))
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap(),
+                );
+                let status = client.wait_at_most(LIMIT);
+                let (rc, rxe) = self.guest.finish("server");
+                let softrnic = client.output();
+                if !status.is_some_and(|s| s.success()) || rc != 0 {
+                    return Err(format!(
+                        "softrnic client:\n{softrnic}\nrxe server (rc {rc}):\n{rxe}"
+                    ));
+                }
+                Ok((softrnic, rxe))
+            }
+            Server::Softrnic => {
+                let line = words(fill(server_line, "srnic0"));
+                let server = self
+                    .host
+                    .program(&line)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap();
+                let mut server = Running(server);
+                wait_cm_listening(&self.host, port);
+                let rxe = self
+                    .guest
+                    .sh(&format!("{} 2>&1; echo rc=$?", fill(client_line, "rxe0")));
+                let softrnic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    server.finish(&[&line[0]])
                 }))
                 .map_err(|_| format!("softrnic server failed; rxe client:\n{rxe}"))?;
                 if !rxe.trim_end().ends_with("rc=0") {
@@ -373,6 +463,63 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
             );
         }
     }
+
+    // Programs that connect through rdma_cm, softrnic's librdmacm against the kernel's: RC
+    // with data checked both ways (rping -V), several connections (ucmatose), UD services
+    // resolved with SIDR (udaddy), and perftest's -R. Every frame, CM MADs included, is valid.
+    let frames = captured(&peers.host, || {
+        let scenarios = [
+            (
+                "rping -V -C 20",
+                None,
+                "rping -s -a {addr} -p {port} -V -C 20",
+                "rping -c -a {addr} -p {port} -V -C 20",
+            ),
+            (
+                "ucmatose -c 2 -C 10",
+                None,
+                "ucmatose -b {addr} -p {port} -c 2 -C 10",
+                "ucmatose -s {addr} -p {port} -c 2 -C 10",
+            ),
+            // udaddy serves port 7174 (its -p is the port space).
+            (
+                "udaddy -c 2 -C 10 (SIDR)",
+                Some("7174"),
+                "udaddy -b {addr} -c 2 -C 10",
+                "udaddy -s {addr} -c 2 -C 10",
+            ),
+            (
+                "ib_send_bw -R",
+                None,
+                "ib_send_bw -R -d {dev} -p {port} -n 100 -F",
+                "ib_send_bw -R -d {dev} -p {port} -n 100 -F {addr}",
+            ),
+        ];
+        for server in both {
+            for (name, fixed, server_line, client_line) in scenarios {
+                let port = fixed.map_or_else(next_port, str::to_owned);
+                let r = peers.run_cm(server, &port, server_line, client_line);
+                check(format!("rdma_cm: {name}"), server, r.map(drop));
+            }
+        }
+    });
+    // common::tally parses every frame (good ICRCs); the MADs are the frames to QP1.
+    let cm_tally = common::tally(&frames);
+    let mads = frames
+        .iter()
+        .filter_map(|f| softrnic_wire::frame::parse(f).ok())
+        .filter(|p| p.repr.bth.dest_qp == 1)
+        .count();
+    check(
+        format!(
+            "rdma_cm: {} frames, {mads} of them CM MADs, all valid",
+            frames.len()
+        ),
+        Server::Rxe,
+        (mads > 0 && cm_tally.contains_key(&Operation::Send))
+            .then_some(())
+            .ok_or(format!("{cm_tally:?}")),
+    );
 
     // Path MTU: softrnic's port at 4096 (MTU 9000 tap), rxe's at 1024; perftest settles on the
     // smaller, and sizes straddle both. While the device is down, the tap is free for the CM

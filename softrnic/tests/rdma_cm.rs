@@ -42,22 +42,6 @@ fn with_ipv6(s: &Setup) {
     }
 }
 
-/// Waits until an rdma_cm id of `host` listens on `port` (as `softrnic status` shows).
-fn wait_cm_listening(host: &Host, port: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let port: u16 = port.parse().unwrap();
-    loop {
-        let listening = Client::connect(&host.socket)
-            .and_then(|mut c| c.cm_listeners())
-            .unwrap();
-        if listening.iter().any(|l| l.addr.port() == port) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no rdma_cm id listens on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Runs `server` on the server host and, once it listens on `port`, `client` on the client
 /// host; both must succeed. Their standard outputs.
 fn run_pair(s: &Setup, port: &str, server: &[String], client: &[String]) -> (String, String) {

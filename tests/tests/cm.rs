@@ -107,9 +107,16 @@ impl Hosts {
             e => panic!("{e:?}"),
         };
         assert_eq!((req.qpn, req.starting_psn), (self.qp[0], 100));
-        let peer0 = self.sim.endpoint(0, req.qpn, req.starting_psn);
-        self.sim
-            .connect(1, self.qp[1], 200, &peer0, &Settings::default());
+        // A REQ's or REP's starting PSN is the one its sender receives from first: the other
+        // side sends from it (as the kernel's ib_cm uses it). Host 1 receives from 200.
+        let peer0 = self.sim.endpoint(0, req.qpn, 200);
+        self.sim.connect(
+            1,
+            self.qp[1],
+            req.starting_psn,
+            &peer0,
+            &Settings::default(),
+        );
         let accept = AcceptParams {
             qpn: self.qp[1],
             starting_psn: 200,
@@ -137,9 +144,9 @@ impl Hosts {
             ] if *id == a => (*qpn, *starting_psn),
             e => panic!("{e:?}"),
         };
-        let peer1 = self.sim.endpoint(1, qpn, psn);
+        let peer1 = self.sim.endpoint(1, qpn, 100);
         self.sim
-            .connect(0, self.qp[0], 100, &peer1, &Settings::default());
+            .connect(0, self.qp[0], psn, &peer1, &Settings::default());
         self.sim.hosts[0].engine.cm().ready_to_use(a, &[]).unwrap();
         self.wait(1);
         assert_eq!(self.events(0), [CmEvent::Established { id: a }]);

@@ -62,6 +62,7 @@ enum State {
 #[derive(Debug, Clone, Copy, Default)]
 struct Remote {
     qpn: u32,
+    /// The PSN it receives from first: this side sends from it.
     psn: u32,
     qkey: u32,
     rnr_retry_count: u8,
@@ -95,7 +96,8 @@ struct Id {
     /// The passive side of a SIDR request.
     sidr: bool,
     active: bool,
-    /// The local QP's first PSN, and the READ/atomic depths agreed.
+    /// The PSN the local QP receives from first (named in the REQ or REP), and the
+    /// READ/atomic depths agreed.
     psn: u32,
     responder_resources: u8,
     initiator_depth: u8,
@@ -1014,7 +1016,9 @@ impl Daemon {
                 });
                 a.path_mtu = x.path_mtu;
                 a.dest_qp_num = x.remote.qpn;
-                a.rq_psn = x.remote.psn;
+                // The PSN this side named in its REQ or REP (the kernel's rdma_init_qp_attr
+                // sets rq_psn to its own seq_num).
+                a.rq_psn = x.psn;
                 a.max_dest_rd_atomic = x.responder_resources;
                 // ib_cm's value: 0 encodes the longest RNR NAK timer (655 ms).
                 a.min_rnr_timer = 0;
@@ -1033,7 +1037,8 @@ impl Daemon {
                 mask
             }
             (QpState::Rts, false) if x.conn.is_some() => {
-                a.sq_psn = x.psn;
+                // The PSN the other side named: ib_cm's sq_psn.
+                a.sq_psn = x.remote.psn;
                 a.timeout = x.ack_timeout.unwrap_or(ACK_TIMEOUT);
                 a.retry_cnt = x.retry_count;
                 a.rnr_retry = x.remote.rnr_retry_count;

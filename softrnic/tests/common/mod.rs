@@ -134,6 +134,14 @@ impl Running {
         }
     }
 
+    /// What the program wrote (stdout, then stderr), once it has ended.
+    pub fn output(&mut self) -> String {
+        let mut out = String::new();
+        self.0.stdout.take().map(|mut s| s.read_to_string(&mut out));
+        self.0.stderr.take().map(|mut s| s.read_to_string(&mut out));
+        out
+    }
+
     /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
     /// output if it failed.
     pub fn finish(&mut self, what: &[&str]) -> String {
@@ -420,4 +428,20 @@ pub fn unittest_summary(out: &str) -> (u32, u32, u32) {
             .unwrap_or(0)
     };
     (ran, count("failures") + count("errors"), count("skipped"))
+}
+
+/// Waits until an rdma_cm id of `host` listens on `port` (as `softrnic status` shows).
+pub fn wait_cm_listening(host: &Host, port: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let port: u16 = port.parse().unwrap();
+    loop {
+        let listening = Client::connect(&host.socket)
+            .and_then(|mut c| c.cm_listeners())
+            .unwrap();
+        if listening.iter().any(|l| l.addr.port() == port) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no rdma_cm id listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -92,7 +92,7 @@ const REQ: [Row; 22] = {
             STARTING_PSN,
             "StartingPSN",
             Show::Dec,
-            "the requester's first PSN",
+            "the responder sends from this PSN",
         ),
         (
             LOCAL_CM_RESPONSE_TIMEOUT,
@@ -158,7 +158,7 @@ const REP: [Row; 12] = {
             STARTING_PSN,
             "StartingPSN",
             Show::Dec,
-            "the responder's first PSN",
+            "the requester sends from this PSN",
         ),
         (
             RESPONDER_RESOURCES,
