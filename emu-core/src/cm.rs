@@ -236,6 +236,8 @@ struct Conn {
     remote_id: u32,
     remote_guid: u64,
     remote_qpn: u32,
+    /// The local QP (0 until known; none for SIDR).
+    local_qpn: u32,
     /// The last message sent that waits for an answer, and the last answer sent (for
     /// duplicates): resent as they are.
     pending: Option<[u8; MAD_LEN]>,
@@ -328,6 +330,13 @@ impl Cm {
         self.listening.retain(|&s| s != service_id);
     }
 
+    /// Whether local QP `qpn` belongs to a connection that is not over: one being made,
+    /// established, being torn down, or waiting out TIMEWAIT. Its number must not go to a new
+    /// QP before then, or stray packets of the old connection could reach it (IBA 12.9.8.3).
+    pub fn holds_qpn(&self, qpn: u32) -> bool {
+        qpn != 0 && self.conns.values().any(|c| c.local_qpn == qpn)
+    }
+
     /// The next MAD to send.
     pub fn poll_transmit(&mut self) -> Option<Outgoing> {
         self.out.pop_front()
@@ -391,8 +400,9 @@ impl Cm {
         }
         let id = self.new_id();
         let tid = self.transaction_id();
-        self.conns
-            .insert(id, Conn::new(State::ReqSent, p.peer, tid, p.service_id));
+        let mut conn = Conn::new(State::ReqSent, p.peer, tid, p.service_id);
+        conn.local_qpn = p.qpn;
+        self.conns.insert(id, conn);
         let req = Req {
             local_comm_id: id,
             service_id: p.service_id,
@@ -436,6 +446,7 @@ impl Cm {
             return Err(CmError::WrongState);
         }
         c.state = State::RepSent;
+        c.local_qpn = p.qpn;
         let (remote, tid) = (c.remote_id, c.transaction_id);
         let rep = Rep {
             local_comm_id: id,
@@ -1106,6 +1117,7 @@ impl Conn {
             remote_id: 0,
             remote_guid: 0,
             remote_qpn: 0,
+            local_qpn: 0,
             pending: None,
             last_sent: None,
             transaction_id,
@@ -1475,6 +1487,23 @@ mod tests {
         assert_eq!(p.events(1), [CmEvent::TimewaitExit { id: b }]);
         assert_eq!(p.count(1, attr::DREP), drep_count);
         assert_eq!(p.now, Instant::ZERO + Duration::from_millis(100));
+    }
+
+    #[test]
+    fn a_qp_number_stays_taken_until_timewait_ends() {
+        let mut p = Pair::new();
+        let (a, b) = p.established();
+        // Pair connects QP 0x11 to QP 0x12.
+        assert!(p.cm[0].holds_qpn(0x11) && p.cm[1].holds_qpn(0x12));
+        assert!(!p.cm[0].holds_qpn(0x12));
+        p.cm[0].disconnect(p.now, a).unwrap();
+        p.run();
+        p.cm[1].disconnect(p.now, b).unwrap();
+        p.run();
+        assert!(p.cm[0].holds_qpn(0x11), "in TIMEWAIT");
+        p.tick(2);
+        assert_eq!(p.events(0).last(), Some(&CmEvent::TimewaitExit { id: a }));
+        assert!(!p.cm[0].holds_qpn(0x11) && !p.cm[1].holds_qpn(0x12));
     }
 
     #[test]

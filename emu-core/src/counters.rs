@@ -78,6 +78,9 @@ counters! {
     uc_seq_drop,
     /// Completions lost because a CQ was full.
     cq_overflow,
+    /// MADs to QP1 the Communication Manager dropped: malformed, truncated, or of another
+    /// management class.
+    cm_mad_dropped,
 }
 
 #[cfg(test)]

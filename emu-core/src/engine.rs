@@ -537,7 +537,8 @@ impl<M: Memory> Engine<M> {
             } else {
                 qpn + 1
             };
-            if !self.qps.contains_key(&qpn) {
+            // A number whose connection waits out TIMEWAIT is skipped (IBA 12.9.8.3).
+            if !self.qps.contains_key(&qpn) && !self.cm.holds_qpn(qpn) {
                 break qpn;
             }
         };
@@ -876,7 +877,9 @@ impl<M: Memory> Engine<M> {
             local: dst,
             mac: pkt.repr.eth.src.0,
         };
+        let dropped = self.cm.dropped;
         self.cm.handle_mad(now, from, pkt.payload());
+        self.sh.counters.cm_mad_dropped += self.cm.dropped - dropped;
     }
 
     /// The next MAD the CM sends, as a UD SEND_ONLY frame from QP1 to the peer's QP1.
@@ -982,5 +985,43 @@ impl<M: Memory> Engine<M> {
         for qpn in due {
             self.mark_ready(qpn);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cm::ConnectParams;
+    use crate::memory::HeapMemory;
+    use crate::{QpCap, QpInit, QpType};
+
+    #[test]
+    fn a_qp_number_whose_connection_is_not_over_is_not_given_again() {
+        let config = Config {
+            seed: 7,
+            mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
+            gids: vec![Gid::from(core::net::Ipv4Addr::new(198, 18, 0, 1))],
+            eth_mtu: 1500,
+            device: DeviceAttr::default(),
+        };
+        let mut e = Engine::new(config, HeapMemory::default());
+        let pd = e.alloc_pd(0).unwrap();
+        let cq = e.create_cq(4).unwrap();
+        let init = QpInit::new(QpType::Rc, cq, QpCap::new(1, 1, 0));
+        let qpn = e.create_qp(pd, init.clone()).unwrap();
+        let peer = Peer {
+            gid: Gid::from(core::net::Ipv4Addr::new(198, 18, 0, 2)),
+            local: e.gids()[0],
+            mac: [2, 0, 0, 0, 0, 2],
+        };
+        e.cm()
+            .connect(Instant::ZERO, ConnectParams::rc(peer, 1, qpn, 0))
+            .unwrap();
+        e.destroy_qp(qpn).unwrap();
+        // The allocator comes round to the number again: it is skipped while the CM holds it.
+        e.next_qpn = qpn;
+        let next = e.create_qp(pd, init).unwrap();
+        assert_ne!(next, qpn);
+        assert_eq!(next, qpn + 1);
     }
 }

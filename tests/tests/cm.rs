@@ -279,3 +279,44 @@ fn a_peer_that_never_answers_is_unreachable_within_the_retries() {
         "{waited:?}"
     );
 }
+
+#[test]
+fn malformed_mads_are_dropped_and_counted() {
+    use softrnic_wire::bth::BthRepr;
+    use softrnic_wire::deth::DethRepr;
+    use softrnic_wire::frame::ExtRepr;
+    let mut h = Hosts::new();
+    let service = ip_service_id(port_space::TCP, PORT);
+    h.sim.hosts[1].engine.cm().listen(service).unwrap();
+    // A REQ of the right length, then the same bytes truncated, of another management class,
+    // and with an unknown attribute.
+    let mut req = [0u8; mad::MAD_LEN];
+    let params = ConnectParams::rc(h.peer(1, 0), service, h.qp[0], 100);
+    let mut cm = softrnic_emu_core::cm::Cm::new(1, 1);
+    cm.connect(Instant::ZERO, params).unwrap();
+    req.copy_from_slice(&cm.poll_transmit().unwrap().mad);
+    let mut other_class = req;
+    other_class[1] = 0x04; // the performance management class
+    let mut unknown = req;
+    unknown[16..18].copy_from_slice(&0x7777u16.to_be_bytes());
+    let bad: [&[u8]; 3] = [&req[..100], &other_class, &unknown];
+    for payload in bad {
+        let ext = ExtRepr {
+            deth: Some(DethRepr {
+                qkey: mad::GSI_QKEY,
+                src_qp: mad::GSI_QPN,
+            }),
+            ..ExtRepr::default()
+        };
+        let bth = BthRepr::new(Opcode::UdSendOnly, mad::GSI_QPN, 0);
+        let frame = h.sim.frame(0, 1, bth, ext, payload);
+        h.sim.inject(1, frame);
+    }
+    h.run_idle();
+    assert_eq!(h.sim.hosts[1].engine.counters().cm_mad_dropped, 3);
+    assert!(h.events(1).is_empty(), "nothing reached the consumer");
+    assert!(h.mads().is_empty(), "nothing was answered");
+    // The CM goes on: a real connection is made after them.
+    h.sim.hosts[1].engine.cm().unlisten(service);
+    h.established();
+}
