@@ -1008,7 +1008,7 @@ mod tests {
         let pd = e.alloc_pd(0).unwrap();
         let cq = e.create_cq(4).unwrap();
         let init = QpInit::new(QpType::Rc, cq, QpCap::new(1, 1, 0));
-        let qpn = e.create_qp(pd, init.clone()).unwrap();
+        let qpn = e.create_qp(pd, init).unwrap();
         let peer = Peer {
             gid: Gid::from(core::net::Ipv4Addr::new(198, 18, 0, 2)),
             local: e.gids()[0],
