@@ -411,3 +411,21 @@ fn sidr_resolves_a_ud_service_and_datagrams_flow() {
     assert_eq!(e.param.qkey, 0x0123_4567, "RDMA_UDP_QKEY");
     assert!(e.ah.is_some());
 }
+
+#[test]
+fn ids_on_a_device_taken_down_hear_of_it() {
+    let d = daemon("removal");
+    let c = connected(d.path(), 7478);
+    let Connected {
+        mut client,
+        mut server,
+        ..
+    } = c;
+    let mut admin = Client::connect(d.path()).unwrap();
+    admin.down("srnic0").unwrap();
+    client.0.expect(cm_event::DEVICE_REMOVAL);
+    server.0.expect(cm_event::DEVICE_REMOVAL);
+    // The ids can still be destroyed.
+    client.0.c.cm_destroy_id(client.1).unwrap();
+    server.0.c.cm_destroy_id(server.1).unwrap();
+}

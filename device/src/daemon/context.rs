@@ -289,6 +289,7 @@ impl Daemon {
                         self.close(c);
                     }
                 }
+                self.cm_device_removed(d);
                 self.devices[d] = None;
                 tracing::info!(device = %name, "device down");
                 Reply::Ok

@@ -532,6 +532,28 @@ impl Daemon {
         }
     }
 
+    /// Device `d` is going away (`softrnic down`): each id on it gets DEVICE_REMOVAL, as the
+    /// kernel's rdma_cm reports a removed device, and its connection is forgotten; the program
+    /// destroys the id.
+    pub(in crate::daemon) fn cm_device_removed(&mut self, d: usize) {
+        self.cm.conns.retain(|(dev, _), _| *dev != d);
+        self.cm.services.retain(|(dev, _), _| *dev != d);
+        let gone: Vec<u32> = self
+            .cm
+            .ids
+            .iter_mut()
+            .filter(|(_, x)| x.device == Some(d))
+            .map(|(&n, x)| {
+                x.conn = None;
+                x.state = State::Disconnect;
+                n
+            })
+            .collect();
+        for id in gone {
+            self.queue_event(id, event(id, event::DEVICE_REMOVAL, 0));
+        }
+    }
+
     /// Queues `ev` for id `id`'s channel.
     pub(super) fn queue_event(&mut self, id: u32, ev: CmEvent) {
         let Some(x) = self.cm.ids.get(&id) else {
