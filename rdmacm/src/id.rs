@@ -290,6 +290,20 @@ unsafe fn valid_param(p: &IdPriv, param: *const rdma_conn_param) -> Result<(), c
     Ok(())
 }
 
+/// The READ/atomic depths a connection gets: those `param` names, else the defaults given
+/// (0xff in `rdma_conn_param` means "the most").
+unsafe fn set_depths(p: &mut IdPriv, param: *const rdma_conn_param, depth: u8, resources: u8) {
+    let param = param.as_ref();
+    p.initiator_depth = match param {
+        Some(c) if c.initiator_depth != RDMA_MAX_INIT_DEPTH => c.initiator_depth,
+        _ => depth,
+    };
+    p.responder_resources = match param {
+        Some(c) if c.responder_resources != RDMA_MAX_RESP_RES => c.responder_resources,
+        _ => resources,
+    };
+}
+
 /// The QP number and SRQ flag a connection names: the id's QP, else the program's.
 unsafe fn qp_of(id: &rdma_cm_id, param: *const rdma_conn_param) -> (u32, bool) {
     match (id.qp.as_ref(), param.as_ref()) {
@@ -668,15 +682,8 @@ exported! {
         if let Err(e) = valid_param(p, conn_param) {
             return fail(e);
         }
-        let param = conn_param.as_ref();
-        p.initiator_depth = match param {
-            Some(c) if c.initiator_depth != RDMA_MAX_INIT_DEPTH => c.initiator_depth,
-            _ => p.max_initiator_depth,
-        };
-        p.responder_resources = match param {
-            Some(c) if c.responder_resources != RDMA_MAX_RESP_RES => c.responder_resources,
-            _ => p.max_responder_resources,
-        };
+        // Unless named, the device's most (rdma-core's `rdma_connect`).
+        set_depths(p, conn_param, p.max_initiator_depth, p.max_responder_resources);
         let (qp_num, srq) = qp_of(&p.id, conn_param);
         let param = to_daemon(p, conn_param, qp_num, srq);
         let req = Request::CmConnect { id: p.handle, param };
@@ -689,15 +696,10 @@ exported! {
         if let Err(e) = valid_param(p, conn_param) {
             return fail(e);
         }
-        let param = conn_param.as_ref();
-        p.initiator_depth = match param {
-            Some(c) if c.initiator_depth != RDMA_MAX_INIT_DEPTH => c.initiator_depth,
-            _ => p.initiator_depth.min(p.max_initiator_depth),
-        };
-        p.responder_resources = match param {
-            Some(c) if c.responder_resources != RDMA_MAX_RESP_RES => c.responder_resources,
-            _ => p.responder_resources.min(p.max_responder_resources),
-        };
+        // Unless named, what the request asked for, within the device's limits.
+        let depth = p.initiator_depth.min(p.max_initiator_depth);
+        let resources = p.responder_resources.min(p.max_responder_resources);
+        set_depths(p, conn_param, depth, resources);
         let ud = p.id.qp_type == IBV_QPT_UD;
         if !ud {
             let ready = qp::modify_rtr(id, p.responder_resources)

@@ -220,50 +220,21 @@ impl Peers {
             l.extend(peer.map(str::to_owned));
             l.join(" ")
         };
-        match server {
-            Server::Rxe => {
-                self.guest.start("server", &rxe_line(None));
-                self.guest.wait_listening(&port);
-                let mut client = line.clone();
-                client.push(RXE_ADDR.into());
-                let out = self.host.program(&client).output().unwrap();
-                let (rc, rxe) = self.guest.finish("server");
-                let softrnic = text(&out.stdout) + &text(&out.stderr);
-                if !out.status.success() || rc != 0 {
-                    return Err(format!(
-                        "softrnic client:\n{softrnic}\nrxe server (rc {rc}):\n{rxe}"
-                    ));
-                }
-                Ok((softrnic, rxe))
-            }
-            Server::Softrnic => {
-                let server = self
-                    .host
-                    .program(&line)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                let mut server = Running(server);
-                wait_listening(self.host.ns.as_deref(), &port);
-                let rxe = self.guest.sh(&format!(
-                    "{} 2>&1; echo rc=$?",
-                    rxe_line(Some(SOFTRNIC_ADDR))
-                ));
-                let softrnic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    server.finish(&[program])
-                }))
-                .map_err(|_| format!("softrnic server failed; rxe client:\n{rxe}"))?;
-                if !rxe.trim_end().ends_with("rc=0") {
-                    return Err(format!("rxe client:\n{rxe}\nsoftrnic server:\n{softrnic}"));
-                }
-                Ok((softrnic, rxe))
-            }
-        }
+        let peer = match server {
+            Server::Rxe => RXE_ADDR,
+            Server::Softrnic => SOFTRNIC_ADDR,
+        };
+        let mut client = line.clone();
+        client.push(peer.into());
+        let (rxe_server, rxe_client) = (rxe_line(None), rxe_line(Some(peer)));
+        self.exchange(
+            server,
+            Ready::Tcp(&port),
+            (rxe_server, line),
+            (rxe_client, client),
+        )
     }
-}
 
-impl Peers {
     /// Runs a program that connects through rdma_cm: `server` and `client` are its command
     /// lines, with `{addr}` the server's address, `{port}` the port and `{dev}` the side's
     /// device. Returns the outputs (softrnic's, rxe's), or why it failed.
@@ -285,13 +256,40 @@ impl Peers {
         };
         let words =
             |line: String| -> Vec<String> { line.split_whitespace().map(str::to_owned).collect() };
+        self.exchange(
+            server,
+            Ready::Cm(port),
+            (
+                fill(server_line, "rxe0"),
+                words(fill(server_line, "srnic0")),
+            ),
+            (
+                fill(client_line, "rxe0"),
+                words(fill(client_line, "srnic0")),
+            ),
+        )
+    }
+
+    /// Runs a server and its client, each as (rxe's shell line, softrnic's arguments), with
+    /// `server` serving; the client starts once the server is `ready`. Both must succeed.
+    /// Returns the outputs (softrnic's, rxe's), or why it failed.
+    fn exchange(
+        &self,
+        server: Server,
+        ready: Ready,
+        (rxe_server, softrnic_server): (String, Vec<String>),
+        (rxe_client, softrnic_client): (String, Vec<String>),
+    ) -> Result<(String, String), String> {
         match server {
             Server::Rxe => {
-                self.guest.start("server", &fill(server_line, "rxe0"));
-                self.guest.wait_cm_listening(port);
+                self.guest.start("server", &rxe_server);
+                match ready {
+                    Ready::Tcp(port) => self.guest.wait_listening(port),
+                    Ready::Cm(port) => self.guest.wait_cm_listening(port),
+                }
                 let mut client = Running(
                     self.host
-                        .program(&words(fill(client_line, "srnic0")))
+                        .program(&softrnic_client)
                         .stdout(Stdio::piped())
                         .stderr(Stdio::piped())
                         .spawn()
@@ -308,21 +306,21 @@ impl Peers {
                 Ok((softrnic, rxe))
             }
             Server::Softrnic => {
-                let line = words(fill(server_line, "srnic0"));
-                let server = self
-                    .host
-                    .program(&line)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                let mut server = Running(server);
-                wait_cm_listening(&self.host, port);
-                let rxe = self
-                    .guest
-                    .sh(&format!("{} 2>&1; echo rc=$?", fill(client_line, "rxe0")));
+                let mut server = Running(
+                    self.host
+                        .program(&softrnic_server)
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap(),
+                );
+                match ready {
+                    Ready::Tcp(port) => wait_listening(self.host.ns.as_deref(), port),
+                    Ready::Cm(port) => wait_cm_listening(&self.host, port),
+                }
+                let rxe = self.guest.sh(&format!("{rxe_client} 2>&1; echo rc=$?"));
                 let softrnic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    server.finish(&[&line[0]])
+                    server.finish(&[&softrnic_server[0]])
                 }))
                 .map_err(|_| format!("softrnic server failed; rxe client:\n{rxe}"))?;
                 if !rxe.trim_end().ends_with("rc=0") {
@@ -332,6 +330,13 @@ impl Peers {
             }
         }
     }
+}
+
+/// When a server is ready for its client: it listens on a TCP port, or an rdma_cm port.
+#[derive(Clone, Copy)]
+enum Ready<'a> {
+    Tcp(&'a str),
+    Cm(&'a str),
 }
 
 /// One scenario's outcome, for the report.

@@ -402,23 +402,24 @@ fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_e
 fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
     let _serial = serial();
     // An unprivileged user (nobody) runs softrnic from a directory it can read: the command
-    // and, beside it, the library `exec` links.
+    // and, beside it, the libraries `exec` links.
     let dir = std::env::temp_dir().join(format!("srn-nobody-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_softrnic"));
-    let lib = "libsoftrnic_ibverbs_provider.so";
-    let built = [
-        bin.with_file_name(lib),
-        bin.with_file_name("deps").join(lib),
-    ];
-    let newest = built
-        .iter()
-        .filter(|p| p.is_file())
-        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .expect("the provider is built beside the command");
     std::fs::copy(&bin, dir.join("softrnic")).unwrap();
-    std::fs::copy(newest, dir.join(lib)).unwrap();
+    for lib in ["libsoftrnic_ibverbs_provider.so", "libsoftrnic_rdmacm.so"] {
+        let built = [
+            bin.with_file_name(lib),
+            bin.with_file_name("deps").join(lib),
+        ];
+        let newest = built
+            .iter()
+            .filter(|p| p.is_file())
+            .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .unwrap_or_else(|| panic!("{lib} is built beside the command"));
+        std::fs::copy(newest, dir.join(lib)).unwrap();
+    }
     // Readable by all, and writable for the daemon's socket and log and exec's link.
     let chmod = Command::new("chmod")
         .args(["-R", "a+rwX"])

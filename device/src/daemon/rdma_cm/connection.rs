@@ -2,8 +2,7 @@
 //! `rdma_accept`, the RTU, `rdma_reject`, and the QP attributes of `rdma_init_qp_attr`.
 
 use softrnic_emu_core::cm::{AcceptParams, ConnectParams, Peer};
-use softrnic_emu_core::{Access, AddressHandle, AttrMask, Instant, QpAttr, QpState, QpType};
-use softrnic_wire::EthernetAddress;
+use softrnic_emu_core::{Access, AttrMask, Instant, QpAttr, QpState, QpType};
 use softrnic_wire::cm::{CmPath, CmaHeader, ip_service_id, port_space, rej_reason};
 
 use super::{
@@ -253,14 +252,7 @@ impl Daemon {
             }
             (QpState::Rtr, true) | (QpState::Rts, true) => AttrMask::STATE,
             (QpState::Rtr, false) if x.conn.is_some() => {
-                a.ah = Some(AddressHandle {
-                    dgid: x.dgid,
-                    sgid_index: x.sgid_index,
-                    hop_limit: HOP_LIMIT,
-                    traffic_class: x.tos,
-                    flow_label: 0,
-                    dmac: EthernetAddress(x.dmac),
-                });
+                a.ah = Some(x.address());
                 a.path_mtu = x.path_mtu;
                 a.dest_qp_num = x.remote.qpn;
                 // The PSN this side named in its REQ or REP (the kernel's rdma_init_qp_attr

@@ -3,13 +3,12 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use softrnic_emu_core::Mtu;
 use softrnic_emu_core::cm::{CmEvent as Cm, ConnId, ConnectParams, Peer};
-use softrnic_emu_core::{AddressHandle, Mtu};
-use softrnic_wire::EthernetAddress;
 use softrnic_wire::cm::{CmaHeader, ip_service, rej_reason};
 
 use super::{
-    ConnParam, Daemon, HOP_LIMIT, Id, REJ_DATA, REP_DATA, REQ_USER_DATA, Remote, SIDR_REP_DATA,
+    ConnParam, Daemon, Id, REJ_DATA, REP_DATA, REQ_USER_DATA, Remote, SIDR_REP_DATA,
     SIDR_REQ_USER_DATA, State, event,
 };
 
@@ -133,14 +132,7 @@ impl Daemon {
                         qkey,
                         ..ConnParam::default()
                     };
-                    out.ah = Some(AddressHandle {
-                        dgid: x.dgid,
-                        sgid_index: x.sgid_index,
-                        hop_limit: HOP_LIMIT,
-                        traffic_class: x.tos,
-                        flow_label: 0,
-                        dmac: EthernetAddress(x.dmac),
-                    });
+                    out.ah = Some(x.address());
                 } else {
                     x.state = State::Disconnect;
                     out.event = event::UNREACHABLE;
@@ -314,14 +306,7 @@ impl Daemon {
         let mut out = event(id, event::CONNECT_REQUEST, 0);
         out.listen = Some(l);
         out.param.private_data = padded(&private_data[CmaHeader::LEN..], SIDR_REQ_USER_DATA);
-        out.ah = Some(AddressHandle {
-            dgid: peer.gid,
-            sgid_index: x.sgid_index,
-            hop_limit: HOP_LIMIT,
-            traffic_class: x.tos,
-            flow_label: 0,
-            dmac: EthernetAddress(peer.mac),
-        });
+        out.ah = Some(x.address());
         self.queue_event(id, out);
     }
 }

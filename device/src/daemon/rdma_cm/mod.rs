@@ -13,7 +13,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use softrnic_emu_core::cm::ConnId;
-use softrnic_emu_core::{Gid, Instant, Mtu, QpType};
+use softrnic_emu_core::{AddressHandle, Gid, Instant, Mtu, QpType};
+use softrnic_wire::EthernetAddress;
 use softrnic_wire::cm::{CmaHeader, ip_service, ip_service_id, rej_reason};
 
 use super::Daemon;
@@ -144,6 +145,18 @@ impl Id {
             afonly: false,
             ack_timeout: None,
             events: 0,
+        }
+    }
+
+    /// Where the other side is, as an address handle (UD events, and an RC QP's RTR).
+    fn address(&self) -> AddressHandle {
+        AddressHandle {
+            dgid: self.dgid,
+            sgid_index: self.sgid_index,
+            hop_limit: HOP_LIMIT,
+            traffic_class: self.tos,
+            flow_label: 0,
+            dmac: EthernetAddress(self.dmac),
         }
     }
 
