@@ -70,7 +70,7 @@ unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_device::proto::Cm
 pub(crate) unsafe fn get_event(ch: *mut rdma_event_channel) -> Result<*mut rdma_cm_event, c_int> {
     loop {
         let ev = next(ch)?;
-        if let Some(event) = id::event(ch, ev)? {
+        if let Some(event) = id::event(ev)? {
             return Ok(event);
         }
     }

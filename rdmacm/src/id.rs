@@ -337,10 +337,7 @@ unsafe fn process_conn_resp(id: *mut rdma_cm_id) -> Result<(), c_int> {
 
 /// Turns a daemon event into the program's, doing the library's share first; `None` for one
 /// the program does not see.
-pub(crate) unsafe fn event(
-    ch: *mut rdma_event_channel,
-    ev: CmEvent,
-) -> Result<Option<*mut rdma_cm_event>, c_int> {
+pub(crate) unsafe fn event(ev: CmEvent) -> Result<Option<*mut rdma_cm_event>, c_int> {
     let listen = ev.listen.and_then(lookup);
     let target = match (ev.event, listen) {
         (RDMA_CM_EVENT_CONNECT_REQUEST, Some(l)) => {
@@ -425,10 +422,13 @@ pub(crate) unsafe fn event(
             } else {
                 Ok(())
             };
-            if let Err(errno) = moved.and_then(|()| query_route(id)) {
+            if moved.and_then(|()| query_route(id)).is_err() {
+                // As rdma-core's `ucma_process_conn_req`: the new id goes, and the program
+                // waits for the next event. The request is acknowledged for the listener,
+                // whose destroy waits for it.
                 destroy(id);
-                drop(Box::from_raw(e));
-                return Err(errno);
+                ack(&raw mut out.event);
+                return Ok(None);
             }
             false
         }
@@ -455,7 +455,6 @@ pub(crate) unsafe fn event(
         _ => false,
     };
     // The daemon counted the event as read: an absorbed one is acknowledged here.
-    let _ = ch;
     if skip {
         ack(&raw mut out.event);
         return Ok(None);
