@@ -739,8 +739,8 @@ impl Client {
         self.handle(Request::CmCreateId { ps, qp_type })
     }
 
-    /// `rdma_destroy_id`: the number of its events the program read. Once the daemon is gone, its ids
-    /// went with it: 0.
+    /// `rdma_destroy_id`: the number of its events the program read. Once the daemon is gone,
+    /// its ids went with it: 0.
     pub fn cm_destroy_id(&mut self, id: u32) -> Result<u32> {
         match self.handle(Request::CmDestroyId(id)) {
             Err(_) if self.lost => Ok(0),

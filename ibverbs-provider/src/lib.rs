@@ -3,11 +3,12 @@
 //!
 //! The shared object exports rdma-core 44's symbols with their versions (`libibverbs.map`), and
 //! lays out every structure a program touches exactly as `<infiniband/verbs.h>` does ([`abi`],
-//! checked against the header by the workspace's `tests/tests/layout.rs`). Each `ibv_open_device` is one connection
-//! to the daemon (one device context): control calls are messages on it, while work requests
-//! and completions move through the shared-memory rings of [`softrnic_device::client`], with no
-//! message per work request. The daemon reaches registered memory with `process_vm_readv` and
-//! `process_vm_writev`; the context allows that with `prctl(PR_SET_PTRACER)`.
+//! checked against the header by the workspace's `tests/tests/layout.rs`). Each
+//! `ibv_open_device` is one connection to the daemon (one device context): control calls are
+//! messages on it, while work requests and completions move through the shared-memory rings of
+//! [`softrnic_device::client`], with no message per work request. The daemon reaches
+//! registered memory with `process_vm_readv` and `process_vm_writev`; the context allows that
+//! with `prctl(PR_SET_PTRACER)`.
 //!
 //! Modules follow the objects: [`device`] (the device list), [`context`] (open, queries, async
 //! events), [`memory`] (PDs, MRs, memory windows, address handles), [`cq`] (CQs, completion
