@@ -360,3 +360,44 @@ fn rdma_cores_rdma_cm_tests_pass() {
         );
     }
 }
+
+#[test]
+fn a_peer_that_never_answers_is_unreachable_after_the_retries() {
+    let _serial = serial();
+    let mut s = Setup::new(Topology::Veth, "ur");
+    // The server host's daemon is gone: its kernel still answers ARP, but nothing takes the
+    // REQs. rdma_cm resends the REQ 15 times, 4.3 s apart, then gives up: UNREACHABLE, never
+    // a hang (about 70 s).
+    let _ = s.hosts[0].daemon.kill();
+    let _ = s.hosts[0].daemon.wait();
+    let port = next_port();
+    let started = Instant::now();
+    let mut client = Running(
+        s.client()
+            .program(&strings(&[
+                "rping",
+                "-c",
+                "-a",
+                server_ip(&s, false),
+                "-p",
+                &port,
+            ]))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = client.wait_at_most(Duration::from_secs(240));
+    let said = client.output();
+    assert!(status.is_some_and(|s| !s.success()), "{said}");
+    assert!(
+        said.contains("RDMA_CM_EVENT_UNREACHABLE, error -110"),
+        "{said}"
+    );
+    // 16 response timeouts of 4.3 s: not before them.
+    assert!(
+        started.elapsed() > Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+}
