@@ -53,24 +53,26 @@ fn run_pair(s: &Setup, port: &str, server: &[String], client: &[String]) -> (Str
 /// As [`run_pair`], for a server that serves until it is stopped: the client's output, the
 /// server still running.
 fn start_pair(s: &Setup, port: &str, server: &[String], client: &[String]) -> (Running, String) {
-    let srv = Running(
-        s.server()
-            .program(server)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the server"),
-    );
-    wait_cm_listening(s.server(), port);
-    let cli = s
-        .client()
-        .program(client)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start the client");
+    let (srv, mut cli) = launch(s, port, server, client);
     let names: Vec<&str> = client.iter().map(String::as_str).collect();
-    (srv, Running(cli).finish(&names))
+    (srv, cli.finish(&names))
+}
+
+/// Starts `server` on the server host and, once it listens on `port`, `client` on the client
+/// host: both running.
+fn launch(s: &Setup, port: &str, server: &[String], client: &[String]) -> (Running, Running) {
+    let spawn = |host: &Host, line: &[String]| {
+        Running(
+            host.program(line)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("start the program"),
+        )
+    };
+    let srv = spawn(s.server(), server);
+    wait_cm_listening(s.server(), port);
+    (srv, spawn(s.client(), client))
 }
 
 /// The client's output of a perftest `-R` pair (`args`, then `-p PORT`, and the server's
@@ -86,23 +88,7 @@ fn perftest_pair(s: &Setup, args: &[String], addr: &str) -> String {
         server.extend(strings(&["-p", &port]));
         let mut client = server.clone();
         client.push(addr.into());
-        let mut srv = Running(
-            s.server()
-                .program(&server)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start the server"),
-        );
-        wait_cm_listening(s.server(), &port);
-        let mut cli = Running(
-            s.client()
-                .program(&client)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("start the client"),
-        );
+        let (mut srv, mut cli) = launch(s, &port, &server, &client);
         let status = cli.wait_at_most(LIMIT);
         let out = cli.output();
         if status.is_some_and(|s| s.success()) {
