@@ -523,6 +523,16 @@ impl Client {
         Ok(())
     }
 
+    /// `ibv_attach_mcast`.
+    pub fn attach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<()> {
+        self.ok(Request::AttachMcast { qpn, gid })
+    }
+
+    /// `ibv_detach_mcast`.
+    pub fn detach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<()> {
+        self.ok(Request::DetachMcast { qpn, gid })
+    }
+
     /// `ibv_post_send`: each work request goes into the QP's send ring; no message, and a
     /// syscall only to wake a sleeping daemon. Refused with the errno rxe gives: EINVAL for a
     /// WR the QP cannot carry (its state, type or capabilities), ENOMEM when the queue is full
@@ -751,6 +761,19 @@ impl Client {
     /// `rdma_migrate_id` to this channel: the number of its events the program read.
     pub fn cm_migrate(&mut self, id: u32) -> Result<u32> {
         self.handle(Request::CmMigrate(id))
+    }
+
+    /// `rdma_join_multicast`: the join's handle.
+    pub fn cm_join(&mut self, id: u32, addr: std::net::SocketAddr) -> Result<u32> {
+        self.handle(Request::CmJoin { id, addr })
+    }
+
+    /// `rdma_leave_multicast`: the number of the join's events the program read.
+    pub fn cm_leave(&mut self, mc: u32) -> Result<u32> {
+        match self.handle(Request::CmLeave(mc)) {
+            Err(_) if self.lost => Ok(0),
+            r => r,
+        }
     }
 
     /// An id's addresses and route.

@@ -15,7 +15,7 @@ use softrnic_emu_core::{
 };
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -183,6 +183,20 @@ pub enum Request {
     QueryQp(u32),
     /// `ibv_destroy_qp`.
     DestroyQp(u32),
+    /// `ibv_attach_mcast`.
+    AttachMcast {
+        /// The QP.
+        qpn: u32,
+        /// The multicast group.
+        gid: Gid,
+    },
+    /// `ibv_detach_mcast`.
+    DetachMcast {
+        /// The QP.
+        qpn: u32,
+        /// The multicast group.
+        gid: Gid,
+    },
     /// `ibv_resize_cq`.
     ResizeCq {
         /// The CQ.
@@ -306,6 +320,16 @@ pub enum Request {
     /// `rdma_migrate_id`: moves an id of this process to this channel; the reply is
     /// [`Reply::Handle`] with the number of its events the program has read.
     CmMigrate(u32),
+    /// `rdma_join_multicast`: a handle for the join; MULTICAST_JOIN or MULTICAST_ERROR
+    /// follows.
+    CmJoin {
+        /// The id.
+        id: u32,
+        /// The group.
+        addr: SocketAddr,
+    },
+    /// `rdma_leave_multicast`, by the join's handle: how many of its events were read.
+    CmLeave(u32),
     /// The next event of this channel (the library reads a notification byte first).
     CmGetEvent,
     /// Every listening rdma_cm id (`softrnic status`; any connection may ask).
@@ -316,6 +340,35 @@ pub enum Request {
         /// One device, or all.
         device: Option<String>,
     },
+}
+
+impl Request {
+    /// Whether this is a request of an RDMA CM event channel (the daemon's rdma_cm serves
+    /// it; `CmListeners` excepted, which any connection may ask).
+    pub fn is_rdma_cm(&self) -> bool {
+        matches!(
+            self,
+            Request::CmOpen
+                | Request::CmCreateId { .. }
+                | Request::CmDestroyId(_)
+                | Request::CmBind { .. }
+                | Request::CmResolveAddr { .. }
+                | Request::CmResolveRoute(_)
+                | Request::CmQuery(_)
+                | Request::CmListen { .. }
+                | Request::CmConnect { .. }
+                | Request::CmAccept { .. }
+                | Request::CmReject { .. }
+                | Request::CmDisconnect(_)
+                | Request::CmInitQpAttr { .. }
+                | Request::CmNotify(_)
+                | Request::CmSetOption { .. }
+                | Request::CmMigrate(_)
+                | Request::CmJoin { .. }
+                | Request::CmLeave(_)
+                | Request::CmGetEvent
+        )
+    }
 }
 
 /// A reply.
@@ -508,8 +561,10 @@ pub struct CmEvent {
     pub status: i32,
     /// The other side's parameters and private data.
     pub param: ConnParam,
-    /// For UD: where the other side's QP is.
+    /// For UD: where the other side's QP is (for a multicast join, the group).
     pub ah: Option<softrnic_emu_core::AddressHandle>,
+    /// For MULTICAST_JOIN and MULTICAST_ERROR: the join's handle.
+    pub mc: Option<u32>,
 }
 
 /// Encodes a message without a length prefix (for a ring slot).

@@ -126,6 +126,26 @@ pub fn if_mtu(fd: &OwnedFd, name: &str) -> io::Result<u32> {
     Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// Adds (SIOCADDMULTI) or removes (SIOCDELMULTI) a multicast MAC in the interface's receive
+/// filter, as rxe's `dev_mc_add` does when a QP joins a group, through any socket of its
+/// namespace.
+pub fn if_multicast(fd: &OwnedFd, name: &str, mac: [u8; 6], add: bool) -> io::Result<()> {
+    let mut req = ifreq(name)?;
+    // SAFETY: writing the ifru_hwaddr member of a zeroed union.
+    let sa = unsafe { &mut req.ifr_ifru.ifru_hwaddr };
+    sa.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+    for (d, m) in sa.sa_data.iter_mut().zip(mac) {
+        *d = m as libc::c_char;
+    }
+    let op = if add {
+        libc::SIOCADDMULTI
+    } else {
+        libc::SIOCDELMULTI
+    };
+    // SAFETY: `req` is a valid ifreq that lives across the call.
+    check(unsafe { libc::ioctl(fd.as_raw_fd(), op, &raw mut req) }).map(drop)
+}
+
 /// Receives up to `bufs.len()` frames without blocking (recvmmsg); writes their lengths
 /// (truncated frames are marked by a length above the buffer's) and returns how many.
 pub fn recv_batch(fd: &OwnedFd, bufs: &mut [Vec<u8>], lens: &mut [usize]) -> io::Result<usize> {

@@ -429,3 +429,48 @@ fn ids_on_a_device_taken_down_hear_of_it() {
     client.0.c.cm_destroy_id(client.1).unwrap();
     server.0.c.cm_destroy_id(server.1).unwrap();
 }
+
+#[test]
+fn multicast_joins_follow_the_kernels_rules() {
+    let d = daemon("mcast");
+    let mut ch = Channel::open(d.path());
+    let group: SocketAddr = "239.4.5.6:0".parse().unwrap();
+    let errno = |r: Result<u32, softrnic_device::client::Error>| r.unwrap_err().errno;
+    // An id with no device yet, and a connected-mode id, cannot join (EINVAL).
+    let idle = ch.c.cm_create_id(port_space::UDP, QpType::Ud).unwrap();
+    assert_eq!(errno(ch.c.cm_join(idle, group)), libc::EINVAL);
+    ch.c.cm(Request::CmBind {
+        id: idle,
+        addr: addr(0),
+    })
+    .unwrap();
+    let tcp = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+    ch.c.cm(Request::CmBind {
+        id: tcp,
+        addr: addr(0),
+    })
+    .unwrap();
+    assert_eq!(errno(ch.c.cm_join(tcp, group)), libc::EINVAL);
+    // Not a group, and an IPv6 group on RoCEv2 (the kernel's ENOTSUPP, 524).
+    assert_eq!(errno(ch.c.cm_join(idle, addr(0))), libc::EINVAL);
+    let v6: SocketAddr = "[ff0e::1]:0".parse().unwrap();
+    assert_eq!(errno(ch.c.cm_join(idle, v6)), 524);
+
+    let mc = ch.c.cm_join(idle, group).unwrap();
+    let e = ch.expect(cm_event::MULTICAST_JOIN);
+    assert_eq!((e.id, e.mc, e.status), (idle, Some(mc), 0));
+    assert_eq!((e.param.qp_num, e.param.qkey), (0xff_ffff, 0x0123_4567));
+    let ah = e.ah.expect("the group's address handle");
+    assert_eq!(ah.dgid.to_string(), "::ffff:239.4.5.6");
+    assert_eq!(ah.dmac.0, [0x01, 0x00, 0x5e, 0x04, 0x05, 0x06]);
+    // The join's event was read: leaving says so; the join is gone then.
+    assert_eq!(ch.c.cm_leave(mc).unwrap(), 1);
+    assert_eq!(errno(ch.c.cm_leave(mc)), libc::ENOENT);
+    // A join left before its event is read takes the event with it.
+    let mc = ch.c.cm_join(idle, group).unwrap();
+    assert_eq!(ch.c.cm_leave(mc).unwrap(), 0);
+    assert_eq!(
+        errno(ch.c.cm(Request::CmGetEvent).map(|()| 0)),
+        libc::EAGAIN
+    );
+}

@@ -89,6 +89,12 @@ pub struct DeviceAttr {
     pub max_srq: u32,
     /// Maximum WRs per SRQ.
     pub max_srq_wr: u32,
+    /// Maximum multicast groups.
+    pub max_mcast_grp: u32,
+    /// Maximum QPs attached to one multicast group.
+    pub max_mcast_qp_attach: u32,
+    /// Maximum attachments over all multicast groups.
+    pub max_total_mcast_qp_attach: u32,
     /// Maximum partition keys.
     pub max_pkeys: u16,
     /// Physical ports.
@@ -119,6 +125,9 @@ impl Default for DeviceAttr {
             max_mw: 0x1_0000,
             max_srq: 0x1_0000,
             max_srq_wr: 0x4000,
+            max_mcast_grp: 8192,
+            max_mcast_qp_attach: 56,
+            max_total_mcast_qp_attach: 0x7_0000,
             max_pkeys: 1,
             phys_port_cnt: 1,
         }

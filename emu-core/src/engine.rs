@@ -4,6 +4,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use smoltcp::wire::EthernetAddress;
+use softrnic_wire::MULTICAST_QPN;
 use softrnic_wire::mad::{GSI_QKEY, GSI_QPN};
 use softrnic_wire::{
     BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, IpRepr, Opcode, Operation,
@@ -19,6 +20,7 @@ use crate::event::Event;
 use crate::gid::Gid;
 use crate::keys::{Access, KeyTable, MwType};
 use crate::memory::{Memory, Space};
+use crate::multicast::Groups;
 use crate::qp::{Qp, QpCap, SendWqe, Shared, Srq};
 use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
 use crate::requester::{self, Requester};
@@ -64,6 +66,9 @@ pub struct QpInit {
     pub cap: QpCap,
     /// Every send WR completes, signaled or not.
     pub sq_sig_all: bool,
+    /// The QP does not receive the multicast packets it sends itself
+    /// (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
+    pub block_self_mcast_lb: bool,
 }
 
 /// QPNs are integers the engine hands out in sequence: a multiplicative hash spreads them well
@@ -99,6 +104,7 @@ impl QpInit {
             srq: None,
             cap,
             sq_sig_all: false,
+            block_self_mcast_lb: false,
         }
     }
 }
@@ -134,6 +140,8 @@ pub struct Engine<M> {
     cm: Cm,
     /// The PSN of the next MAD QP1 sends.
     gsi_psn: u32,
+    /// Multicast groups and their QPs.
+    groups: Groups,
 }
 
 impl<M: Memory> Engine<M> {
@@ -169,6 +177,7 @@ impl<M: Memory> Engine<M> {
             port,
             cm,
             gsi_psn: 0,
+            groups: Groups::default(),
         }
     }
 
@@ -532,7 +541,8 @@ impl<M: Memory> Engine<M> {
         }
         let qpn = loop {
             let qpn = self.next_qpn;
-            self.next_qpn = if qpn >= crate::psn::MASK {
+            // 0xFFFFFF is the multicast QPN, never a QP's.
+            self.next_qpn = if qpn + 1 >= MULTICAST_QPN {
                 0x11
             } else {
                 qpn + 1
@@ -557,6 +567,7 @@ impl<M: Memory> Engine<M> {
             srq: init.srq,
             cap: init.cap,
             sq_sig_all: init.sq_sig_all,
+            block_self_mcast_lb: init.block_self_mcast_lb,
             attr,
             sq: VecDeque::new(),
             rq: VecDeque::new(),
@@ -690,12 +701,44 @@ impl<M: Memory> Engine<M> {
         Ok(())
     }
 
-    /// Destroys a QP; its outstanding WRs are discarded.
+    /// Destroys a QP; its outstanding WRs are discarded and it leaves its multicast groups.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
         self.qps
             .remove(&qpn)
-            .map(|_| ())
-            .ok_or(VerbsError::Invalid("no such QP"))
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        self.groups.detach_all(qpn);
+        Ok(())
+    }
+
+    /// Attaches a UD QP to the multicast group `gid` (`ibv_attach_mcast`). As in the kernel's
+    /// `ib_attach_mcast`, the GID must be a multicast one and the QP UD (EINVAL); on RoCE the
+    /// multicast LID is ignored (Annex A16/A17).
+    pub fn attach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<()> {
+        let qp = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        if !gid.is_multicast() {
+            return Err(VerbsError::Invalid("not a multicast GID"));
+        }
+        if qp.qp_type != QpType::Ud {
+            return Err(VerbsError::Invalid("only UD QPs join multicast groups"));
+        }
+        self.groups.attach(gid, qpn, &self.device)
+    }
+
+    /// Detaches a QP from a multicast group (`ibv_detach_mcast`): EINVAL if not attached.
+    pub fn detach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<()> {
+        if !self.qps.contains_key(&qpn) {
+            return Err(VerbsError::Invalid("no such QP"));
+        }
+        self.groups.detach(gid, qpn)
+    }
+
+    /// The multicast groups some QP of this device is attached to: the device's link must
+    /// receive their packets.
+    pub fn multicast_groups(&self) -> impl Iterator<Item = Gid> + '_ {
+        self.groups.groups()
     }
 
     fn mark_ready(&mut self, qpn: u32) {
@@ -818,6 +861,9 @@ impl<M: Memory> Engine<M> {
             IpRepr::V4 { src, dst, .. } => (Gid::from(src), Gid::from(dst)),
             IpRepr::V6 { src, dst, .. } => (Gid::from(src), Gid::from(dst)),
         };
+        if dst.is_multicast() {
+            return self.multicast_receive(&pkt, src);
+        }
         if !self.sh.gids.contains(&dst) {
             self.sh.counters.rcvd_unknown_qp += 1;
             return;
@@ -858,6 +904,43 @@ impl<M: Memory> Engine<M> {
             responder::handle(qp, &mut self.sh, &pkt);
         }
         self.mark_ready(qpn);
+    }
+
+    /// A packet to a multicast group (IBA 10.5): a UD datagram whose DestQP is the multicast
+    /// QPN 0xFFFFFF, delivered to every QP attached to the group, each checking its own Q_Key
+    /// as for unicast (rxe's `rxe_rcv_mcast_pkt`). Anything else is dropped and counted.
+    fn multicast_receive(&mut self, pkt: &frame::ParsedFrame, src: Gid) {
+        let dst = match pkt.repr.ip {
+            IpRepr::V4 { dst, .. } => Gid::from(dst),
+            IpRepr::V6 { dst, .. } => Gid::from(dst),
+        };
+        let ud = pkt.repr.bth.opcode.info().transport == Transport::Ud;
+        if !ud || pkt.repr.bth.dest_qp != MULTICAST_QPN {
+            self.sh.counters.rcvd_bad_context += 1;
+            return;
+        }
+        let count = self.groups.members(&dst).len();
+        if count == 0 {
+            self.sh.counters.rcvd_unknown_qp += 1;
+            return;
+        }
+        let from_self = self.sh.gids.contains(&src);
+        let sender = pkt.repr.ext.deth.map(|d| d.src_qp);
+        for i in 0..count {
+            let qpn = self.groups.members(&dst)[i];
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            if qp.block_self_mcast_lb && from_self && sender == Some(qpn) {
+                continue;
+            }
+            if !qp.receives() {
+                self.sh.counters.rcvd_bad_context += 1;
+                continue;
+            }
+            responder::handle(qp, &mut self.sh, pkt);
+            self.mark_ready(qpn);
+        }
     }
 
     /// QP1, the General Services Interface (IBA 13.5): UD SEND_ONLY packets with the GSI's

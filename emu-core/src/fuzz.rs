@@ -170,6 +170,7 @@ impl World {
             srq: srq.then_some(self.srq),
             cap,
             sq_sig_all: true,
+            block_self_mcast_lb: false,
         };
         let Ok(qpn) = self.engine.create_qp(self.pd, init) else {
             return;

@@ -41,6 +41,25 @@ impl Gid {
         ])
     }
 
+    /// Whether this is a multicast GID: IPv6 ff00::/8, or an IPv4-mapped 224.0.0.0/4 (the
+    /// kernel's `rdma_is_multicast_addr`).
+    pub fn is_multicast(self) -> bool {
+        self.to_ip().is_multicast()
+    }
+
+    /// The Ethernet address a multicast GID's packets go to: 01:00:5e and the low 23 bits of
+    /// an IPv4 group (RFC 1112 6.4), 33:33 and the low 32 bits of an IPv6 one (RFC 2464 7).
+    pub fn multicast_mac(self) -> Option<[u8; 6]> {
+        let g = self.0;
+        match self.to_ip() {
+            IpAddr::V4(v4) if v4.is_multicast() => {
+                Some([0x01, 0x00, 0x5e, g[13] & 0x7f, g[14], g[15]])
+            }
+            IpAddr::V6(v6) if v6.is_multicast() => Some([0x33, 0x33, g[12], g[13], g[14], g[15]]),
+            _ => None,
+        }
+    }
+
     /// The IP address the GID stands for: IPv4 for an IPv4-mapped GID, IPv6 otherwise.
     pub fn to_ip(self) -> IpAddr {
         let v6 = Ipv6Addr::from(self.0);
@@ -95,6 +114,24 @@ mod tests {
         );
         assert_eq!(gid.to_ip(), IpAddr::V4(ip));
         assert_eq!(gid.to_string(), "::ffff:198.18.0.1");
+    }
+
+    #[test]
+    fn multicast_groups_map_to_their_macs() {
+        let v4 = Gid::from("239.129.2.3".parse::<Ipv4Addr>().unwrap());
+        assert!(v4.is_multicast());
+        assert_eq!(
+            v4.multicast_mac(),
+            Some([0x01, 0x00, 0x5e, 0x01, 0x02, 0x03])
+        );
+        let v6 = Gid::from("ff12::8:1:2".parse::<Ipv6Addr>().unwrap());
+        assert_eq!(
+            v6.multicast_mac(),
+            Some([0x33, 0x33, 0x00, 0x01, 0x00, 0x02])
+        );
+        let unicast = Gid::from("198.18.0.1".parse::<Ipv4Addr>().unwrap());
+        assert!(!unicast.is_multicast());
+        assert_eq!(unicast.multicast_mac(), None);
     }
 
     #[test]

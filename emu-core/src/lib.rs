@@ -26,6 +26,7 @@ pub mod fuzz;
 mod gid;
 mod keys;
 mod memory;
+mod multicast;
 pub mod native;
 pub mod psn;
 mod qp;

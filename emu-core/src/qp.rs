@@ -203,6 +203,8 @@ pub(crate) struct Qp {
     pub srq: Option<u32>,
     pub cap: QpCap,
     pub sq_sig_all: bool,
+    /// Multicast packets this QP sent are not delivered back to it.
+    pub block_self_mcast_lb: bool,
     pub attr: QpAttr,
     pub sq: VecDeque<SendWqe>,
     pub rq: VecDeque<RecvWr>,

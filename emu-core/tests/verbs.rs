@@ -400,6 +400,7 @@ fn srq_feeds_two_qps_and_fires_its_limit() {
         srq,
         cap,
         sq_sig_all: true,
+        block_self_mcast_lb: false,
     };
     let (s1, s2) = (
         e.create_qp(pd, init(None)).unwrap(),

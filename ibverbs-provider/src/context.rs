@@ -243,6 +243,9 @@ fn device_attr(ctx: &Context) -> ibv_device_attr {
     a.max_srq = d.max_srq as c_int;
     a.max_srq_wr = d.max_srq_wr as c_int;
     a.max_srq_sge = d.max_srq_sge as c_int;
+    a.max_mcast_grp = d.max_mcast_grp as c_int;
+    a.max_mcast_qp_attach = d.max_mcast_qp_attach as c_int;
+    a.max_total_mcast_qp_attach = d.max_total_mcast_qp_attach as c_int;
     a.max_pkeys = d.max_pkeys;
     a.local_ca_ack_delay = 15;
     a.phys_port_cnt = d.phys_port_cnt;

@@ -1,5 +1,5 @@
 //! The rest of the public API: names for enums, rate conversions, address handles from
-//! received completions, fork support, and what softrnic does not offer (multicast, imports,
+//! received completions, fork support, and what softrnic does not offer (imports,
 //! ECE, the kernel ABI helpers), each refused with the errno rdma-core gives for an
 //! unsupported call.
 
@@ -313,18 +313,6 @@ exported! {
     /// `ibv_resolve_eth_l2_from_gid`: only hardware providers ask; the daemon resolves MACs.
     fn ibv_resolve_eth_l2_from_gid(context: *mut ibv_context, attr: *mut ibv_ah_attr, eth_mac: *mut u8, vid: *mut u16) -> c_int {
         let _ = (context, attr, eth_mac, vid);
-        libc::EOPNOTSUPP
-    }
-
-    /// `ibv_attach_mcast`: multicast is not supported.
-    fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-        let _ = (qp, gid, lid);
-        libc::EOPNOTSUPP
-    }
-
-    /// `ibv_detach_mcast`.
-    fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
-        let _ = (qp, gid, lid);
         libc::EOPNOTSUPP
     }
 

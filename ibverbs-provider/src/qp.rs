@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 
-use softrnic_emu_core::{QpInit, QpType};
+use softrnic_emu_core::{Gid, QpInit, QpType};
 
 use crate::abi::*;
 use crate::context::Context;
@@ -81,6 +81,8 @@ unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Resu
         srq: (!a.srq.is_null()).then(|| (*a.srq).handle),
         cap: convert::cap(&a.cap),
         sq_sig_all: a.sq_sig_all != 0,
+        block_self_mcast_lb: a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0
+            && a.create_flags & IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0,
     };
     let ctx = Context::from_ibv(context);
     let pd = (*a.pd).handle;
@@ -109,7 +111,8 @@ unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Resu
     Ok(p)
 }
 
-/// `verbs_context.create_qp_ex`: XRC, RSS, TSO and creation flags are EOPNOTSUPP.
+/// `verbs_context.create_qp_ex`: XRC, RSS, TSO and creation flags other than blocking
+/// multicast self-loopback are EOPNOTSUPP.
 pub unsafe extern "C" fn create_qp_ex(
     context: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
@@ -121,7 +124,8 @@ pub unsafe extern "C" fn create_qp_ex(
     let known =
         IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     let unsupported = a.comp_mask & !known != 0
-        || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0 && a.create_flags != 0)
+        || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0
+            && a.create_flags & !IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0)
         || (a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0
             && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0);
     if unsupported {
@@ -356,6 +360,29 @@ exported! {
             s.objects.qps.remove(&qpn);
             Ok(())
         })
+    }
+
+    /// `ibv_attach_mcast`: the UD QP receives what is sent to the group. On RoCE the LID is
+    /// ignored (Annex A17).
+    fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+        let _ = lid;
+        if qp.is_null() || gid.is_null() {
+            return libc::EINVAL;
+        }
+        let q = &*qp.cast::<Qp>();
+        let (qpn, gid) = (q.qpn(), Gid((*gid).raw));
+        q.ctx().call("ibv_attach_mcast", |c| c.attach_mcast(qpn, gid)).err().unwrap_or(0)
+    }
+
+    /// `ibv_detach_mcast`.
+    fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
+        let _ = lid;
+        if qp.is_null() || gid.is_null() {
+            return libc::EINVAL;
+        }
+        let q = &*qp.cast::<Qp>();
+        let (qpn, gid) = (q.qpn(), Gid((*gid).raw));
+        q.ctx().call("ibv_detach_mcast", |c| c.detach_mcast(qpn, gid)).err().unwrap_or(0)
     }
 
     /// `ibv_qp_to_qp_ex`.

@@ -56,7 +56,9 @@ pub const RDMA_OPTION_IB_PATH: c_int = 1;
 pub const RDMA_CM_JOIN_MC_ATTR_ADDRESS: u32 = 1;
 pub const RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS: u32 = 2;
 pub const RDMA_MC_JOIN_FLAG_FULLMEMBER: u32 = 0;
+pub const RDMA_CM_JOIN_MC_ATTR_RESERVED: u32 = 4;
 pub const RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER: u32 = 1;
+pub const RDMA_MC_JOIN_FLAG_RESERVED: u32 = 2;
 
 #[repr(C)]
 #[derive(Clone, Copy)]

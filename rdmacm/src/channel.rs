@@ -51,17 +51,22 @@ pub(crate) unsafe fn close(ch: *mut rdma_event_channel) {
 }
 
 /// Waits for the next event of `ch` (or finds none, on a non-blocking fd: EAGAIN) and reads
-/// it from the daemon.
+/// it from the daemon. A notification whose event went before it was read (its id destroyed,
+/// its multicast join left) is passed over.
 unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_device::proto::CmEvent, c_int> {
-    match softrnic_device::sys::take_notification((*ch).fd) {
-        Ok(true) => {}
-        Ok(false) => return Err(libc::EAGAIN),
-        // The daemon is gone: as a removed rdma_cm device.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(libc::ENODEV),
-        Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+    loop {
+        match softrnic_device::sys::take_notification((*ch).fd) {
+            Ok(true) => {}
+            Ok(false) => return Err(libc::EAGAIN),
+            // The daemon is gone: as a removed rdma_cm device.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(libc::ENODEV),
+            Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
+        }
+        match client(ch).cm_event() {
+            Err(e) if e.errno == libc::EAGAIN => continue,
+            r => return r.map_err(|e| errno_of("rdma_get_cm_event", &e)),
+        }
     }
-    let mut c = client(ch);
-    c.cm_event().map_err(|e| errno_of("rdma_get_cm_event", &e))
 }
 
 /// The next event of `ch` as the program sees it (the library's own processing done: a

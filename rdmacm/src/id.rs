@@ -35,9 +35,19 @@ pub(crate) struct IdPriv {
     pub qp_init_attr: Option<Box<ibv_qp_init_attr>>,
     path: ibv_sa_path_rec,
     local_ece: ibv_ece,
-    /// Events the program has acknowledged, for `rdma_destroy_id` to wait on.
-    completed: Mutex<u32>,
+    /// Multicast groups joined.
+    pub mcs: Mutex<Vec<crate::multicast::Mc>>,
+    /// Events the program has acknowledged, for `rdma_destroy_id` and `rdma_leave_multicast`
+    /// to wait on.
+    completed: Mutex<Acked>,
     acked: Condvar,
+}
+
+/// Events acknowledged: of the id, and of each multicast join (by handle).
+#[derive(Default)]
+struct Acked {
+    events: u32,
+    joins: HashMap<u32, u32>,
 }
 
 /// A handed-out event: the C structure first; private data points into `private_data`.
@@ -46,6 +56,8 @@ struct EventPriv {
     event: rdma_cm_event,
     private_data: [u8; 256],
     id: *mut IdPriv,
+    /// The multicast join the event is about.
+    mc: Option<u32>,
 }
 
 /// Every id, by its daemon handle (as addresses: raw pointers are not `Send`).
@@ -128,7 +140,8 @@ unsafe fn make(
         qp_init_attr: None,
         path: std::mem::zeroed(),
         local_ece: std::mem::zeroed(),
-        completed: Mutex::new(0),
+        mcs: Mutex::new(Vec::new()),
+        completed: Mutex::new(Acked::default()),
         acked: Condvar::new(),
     }));
     register(handle, p);
@@ -365,6 +378,7 @@ pub(crate) unsafe fn event(ev: CmEvent) -> Result<Option<*mut rdma_cm_event>, c_
         event: std::mem::zeroed(),
         private_data: [0; 256],
         id: listen.unwrap_or(target),
+        mc: ev.mc,
     }));
     let out = &mut *e;
     out.event.id = id;
@@ -447,6 +461,9 @@ pub(crate) unsafe fn event(ev: CmEvent) -> Result<Option<*mut rdma_cm_event>, c_
             }
             false
         }
+        RDMA_CM_EVENT_MULTICAST_JOIN | RDMA_CM_EVENT_MULTICAST_ERROR => {
+            crate::multicast::process(id, &mut out.event, ev.mc)
+        }
         RDMA_CM_EVENT_REJECTED | RDMA_CM_EVENT_DISCONNECTED if p.connect_error => true,
         RDMA_CM_EVENT_REJECTED => {
             qp_error(id);
@@ -467,16 +484,29 @@ pub(crate) unsafe fn ack(event: *mut rdma_cm_event) {
     let e = Box::from_raw(event.cast::<EventPriv>());
     let p = &*e.id;
     let mut done = p.completed.lock().unwrap_or_else(|x| x.into_inner());
-    *done += 1;
+    done.events += 1;
+    if let Some(mc) = e.mc {
+        *done.joins.entry(mc).or_default() += 1;
+    }
     p.acked.notify_all();
 }
 
 /// Waits until the program has acknowledged `reported` events of the id.
 unsafe fn wait_acked(p: &IdPriv, reported: u32) {
     let mut done = p.completed.lock().unwrap_or_else(|x| x.into_inner());
-    while *done < reported {
+    while done.events < reported {
         done = p.acked.wait(done).unwrap_or_else(|x| x.into_inner());
     }
+}
+
+/// Waits until the program has acknowledged `reported` events of multicast join `mc`, and
+/// forgets the join.
+pub(crate) unsafe fn wait_acked_join(p: &IdPriv, mc: u32, reported: u32) {
+    let mut done = p.completed.lock().unwrap_or_else(|x| x.into_inner());
+    while done.joins.get(&mc).copied().unwrap_or(0) < reported {
+        done = p.acked.wait(done).unwrap_or_else(|x| x.into_inner());
+    }
+    done.joins.remove(&mc);
 }
 
 /// Lets the id go in the daemon and here (rdma-core's `rdma_destroy_id`).

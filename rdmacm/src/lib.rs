@@ -25,6 +25,7 @@ pub mod addrinfo;
 pub mod channel;
 pub mod device;
 pub mod id;
+pub mod multicast;
 pub mod qp;
 mod sockaddr;
 pub mod unsupported;

@@ -1,6 +1,5 @@
 //! What this librdmacm does not do yet, exported so programs linked against rdma-core's load
-//! and fail the call cleanly (ENOSYS, as a kernel without the feature answers): multicast
-//! joins (UD multicast is not in the engine yet) and rsockets.
+//! and fail the call cleanly (ENOSYS, as a kernel without the feature answers): rsockets.
 
 // Each is documented by its C name: the call the module comment says is not done yet.
 #![allow(missing_docs)]
@@ -11,7 +10,6 @@ use libc::{
     fd_set, iovec, msghdr, nfds_t, off_t, pollfd, size_t, sockaddr, socklen_t, ssize_t, timeval,
 };
 
-use crate::abi::*;
 use crate::fail;
 
 fn nosys() -> c_int {
@@ -23,18 +21,6 @@ fn nosys_len() -> ssize_t {
 }
 
 exported! {
-    fn rdma_join_multicast(id: *mut rdma_cm_id, addr: *mut sockaddr, context: *mut c_void) -> c_int {
-        let _ = (id, addr, context);
-        nosys()
-    }
-    fn rdma_join_multicast_ex(id: *mut rdma_cm_id, attr: *mut rdma_cm_join_mc_attr_ex, context: *mut c_void) -> c_int {
-        let _ = (id, attr, context);
-        nosys()
-    }
-    fn rdma_leave_multicast(id: *mut rdma_cm_id, addr: *mut sockaddr) -> c_int {
-        let _ = (id, addr);
-        nosys()
-    }
     fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
         let _ = (domain, kind, protocol);
         nosys()

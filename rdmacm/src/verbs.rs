@@ -4,7 +4,7 @@
 use core::ffi::{c_char, c_int, c_void};
 
 use softrnic_verbs_abi::abi::{
-    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_pd, ibv_qp,
+    ibv_comp_channel, ibv_context, ibv_cq, ibv_device, ibv_device_attr, ibv_gid, ibv_pd, ibv_qp,
     ibv_qp_attr, ibv_qp_init_attr, ibv_srq, ibv_srq_init_attr,
 };
 
@@ -30,4 +30,6 @@ unsafe extern "C" {
     pub fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int;
     pub fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq;
     pub fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int;
+    pub fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
+    pub fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int;
 }

@@ -206,11 +206,20 @@ impl Sim {
         }
     }
 
-    fn transmit(&mut self, from: usize, mut frame: Vec<u8>) {
+    /// Switches a frame: to the host with its destination MAC, or for a multicast MAC
+    /// flooded to every other host, as a switch without IGMP snooping does.
+    fn transmit(&mut self, from: usize, frame: Vec<u8>) {
         let dst_mac = EthernetAddress::from_bytes(&frame[..6]);
-        let Some(to) = self.hosts.iter().position(|h| h.mac == dst_mac) else {
-            return;
-        };
+        if dst_mac.is_multicast() {
+            for to in (0..self.hosts.len()).filter(|&to| to != from) {
+                self.transmit_to(from, to, frame.clone());
+            }
+        } else if let Some(to) = self.hosts.iter().position(|h| h.mac == dst_mac) {
+            self.transmit_to(from, to, frame);
+        }
+    }
+
+    fn transmit_to(&mut self, from: usize, to: usize, mut frame: Vec<u8>) {
         // Each port sends one frame at a time at the link's bandwidth.
         let start = self.now.max(self.port_free_at[from]);
         let wire_ns = frame.len() as u64 * 1000 / self.link.bytes_per_us.max(1);

@@ -29,6 +29,7 @@ fn rc_qp(c: &mut Client) -> (u32, u32, u32) {
         srq: None,
         cap,
         sq_sig_all: true,
+        block_self_mcast_lb: false,
     };
     (pd, cq, c.create_qp(pd, init).unwrap())
 }

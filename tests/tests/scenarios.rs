@@ -1183,3 +1183,186 @@ fn a_replayed_read_does_not_use_up_the_responder_credit() {
     assert_eq!(p.counters(1).resp_invalid_request, 0);
     assert_eq!(p.bytes(0, dst, 16), vec![0x42; 16]);
 }
+
+/// A UD QP on host `h` in RTS with Q_Key 0x11111111, and a registered 4 KiB buffer with
+/// `posted` receives into it: (QPN, CQ, address, key).
+fn ud_member(sim: &mut Sim, h: usize, posted: u64, block_self: bool) -> (u32, u32, u64, u32) {
+    let e = &mut sim.hosts[h].engine;
+    let pd = e.alloc_pd(0).unwrap();
+    let cq = e.create_cq(64).unwrap();
+    let init = QpInit {
+        block_self_mcast_lb: block_self,
+        ..QpInit::new(QpType::Ud, cq, QpCap::new(8, 1, 8))
+    };
+    let qpn = e.create_qp(pd, init).unwrap();
+    let addr = e.memory_mut().alloc(4096);
+    let key = e.reg_mr(pd, addr, 4096, RW).unwrap();
+    let me = sim.endpoint(h, qpn, 0);
+    sim.connect(h, qpn, 0, &me, &Settings::default());
+    for i in 0..posted {
+        let wr = RecvWr {
+            wr_id: i,
+            sgl: sge(addr, 4096, key),
+        };
+        sim.hosts[h].engine.post_recv(qpn, wr).unwrap();
+    }
+    (qpn, cq, addr, key)
+}
+
+/// A multicast SEND of 16 bytes of `fill` from `qpn` on host `h` to group `group`.
+fn mcast_send(sim: &mut Sim, h: usize, qpn: u32, group: softrnic_emu_core::Gid, buf: (u64, u32)) {
+    let mac = group.multicast_mac().unwrap();
+    let wr = SendWr {
+        wr_id: 99,
+        op: SendOp::Send,
+        sgl: sge(buf.0, 16, buf.1),
+        flags: SEND_SIGNALED,
+        ud: Some(softrnic_emu_core::UdDest {
+            ah: softrnic_emu_core::AddressHandle::to(group, 0)
+                .via(softrnic_wire::EthernetAddress(mac)),
+            remote_qpn: softrnic_wire::MULTICAST_QPN,
+            remote_qkey: 0x1111_1111,
+        }),
+    };
+    sim.hosts[h].engine.post_send(qpn, wr).unwrap();
+}
+
+fn received(sim: &mut Sim, h: usize, cq: u32) -> Vec<(WcStatus, u32, u32)> {
+    let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 16];
+    let n = sim.hosts[h].engine.poll_cq(cq, &mut out).unwrap();
+    out[..n]
+        .iter()
+        .filter(|w| w.opcode == WcOpcode::Recv)
+        .map(|w| (w.status, w.byte_len, w.src_qp))
+        .collect()
+}
+
+#[test]
+fn multicast_datagrams_reach_every_attached_qp_with_its_qkey() {
+    let mut sim = Sim::new(1, 3, LinkSpec::default());
+    let group = softrnic_emu_core::Gid::from("239.1.2.3".parse::<std::net::Ipv4Addr>().unwrap());
+    let (sender, _, src, lkey) = ud_member(&mut sim, 0, 0, false);
+    sim.hosts[0]
+        .engine
+        .memory_mut()
+        .slice_mut(src, 16)
+        .unwrap()
+        .fill(5);
+    let (a, a_cq, a_buf, _) = ud_member(&mut sim, 1, 2, false);
+    let (b, b_cq, _, _) = ud_member(&mut sim, 2, 2, false);
+    let (c, c_cq, _, _) = ud_member(&mut sim, 2, 2, false);
+    let (_, d_cq, _, _) = ud_member(&mut sim, 2, 2, false);
+    for (h, qpn) in [(1, a), (2, b), (2, c)] {
+        sim.hosts[h].engine.attach_mcast(qpn, group).unwrap();
+    }
+    // C's Q_Key differs: the group's datagrams are not for it.
+    let qkey = softrnic_emu_core::QpAttr {
+        qp_state: QpState::Rts,
+        qkey: 0x2222,
+        ..softrnic_emu_core::QpAttr::default()
+    };
+    let mask = softrnic_emu_core::AttrMask(
+        softrnic_emu_core::AttrMask::STATE.0 | softrnic_emu_core::AttrMask::QKEY.0,
+    );
+    sim.hosts[2].engine.modify_qp(c, &qkey, mask).unwrap();
+
+    mcast_send(&mut sim, 0, sender, group, (src, lkey));
+    sim.run_idle(10_000).unwrap();
+    assert_eq!(
+        received(&mut sim, 1, a_cq),
+        [(WcStatus::Success, 56, sender)]
+    );
+    assert_eq!(
+        sim.hosts[1].engine.memory().slice(a_buf + 40, 16).unwrap(),
+        [5; 16]
+    );
+    assert_eq!(
+        received(&mut sim, 2, b_cq),
+        [(WcStatus::Success, 56, sender)]
+    );
+    assert_eq!(received(&mut sim, 2, c_cq), []);
+    assert_eq!(received(&mut sim, 2, d_cq), [], "not attached");
+    assert_eq!(sim.hosts[2].engine.counters().qkey_violation, 1);
+
+    // Once A leaves, host 1 has no member: the next datagram is dropped and counted.
+    sim.hosts[1].engine.detach_mcast(a, group).unwrap();
+    assert!(sim.hosts[1].engine.detach_mcast(a, group).is_err());
+    mcast_send(&mut sim, 0, sender, group, (src, lkey));
+    sim.run_idle(10_000).unwrap();
+    assert_eq!(received(&mut sim, 1, a_cq), []);
+    assert_eq!(sim.hosts[1].engine.counters().rcvd_unknown_qp, 1);
+    assert_eq!(
+        received(&mut sim, 2, b_cq),
+        [(WcStatus::Success, 56, sender)]
+    );
+}
+
+#[test]
+fn multicast_needs_a_ud_qp_a_group_gid_and_the_multicast_qpn() {
+    let mut sim = Sim::new(1, 2, LinkSpec::default());
+    let group = softrnic_emu_core::Gid::from("239.1.2.3".parse::<std::net::Ipv4Addr>().unwrap());
+    let (ud, cq, _, _) = ud_member(&mut sim, 1, 2, false);
+    let e = &mut sim.hosts[1].engine;
+    let unicast = softrnic_emu_core::Gid::from("198.18.0.9".parse::<std::net::Ipv4Addr>().unwrap());
+    assert_eq!(e.attach_mcast(ud, unicast).unwrap_err().errno(), 22);
+    let pd = e.alloc_pd(0).unwrap();
+    let rc = e
+        .create_qp(pd, QpInit::new(QpType::Rc, cq, QpCap::new(1, 1, 1)))
+        .unwrap();
+    assert_eq!(e.attach_mcast(rc, group).unwrap_err().errno(), 22);
+    e.attach_mcast(ud, group).unwrap();
+    e.attach_mcast(ud, group).unwrap();
+
+    // A datagram to the group whose DestQP is the QP's own number, not 0xFFFFFF.
+    let (sender, _, src, lkey) = ud_member(&mut sim, 0, 0, false);
+    mcast_send(&mut sim, 0, sender, group, (src, lkey));
+    let now = softrnic_emu_core::Instant::from_nanos(0);
+    let mut buf = vec![0; softrnic_emu_core::MAX_FRAME];
+    let n = sim.hosts[0].engine.poll_transmit(now, &mut buf).unwrap();
+    let mut frame = buf[..n].to_vec();
+    let mut parsed = softrnic_wire::frame::parse(&frame).unwrap().repr;
+    parsed.bth.dest_qp = ud;
+    let payload = softrnic_wire::frame::parse(&frame)
+        .unwrap()
+        .payload()
+        .to_vec();
+    frame.resize(softrnic_emu_core::MAX_FRAME, 0);
+    let n = parsed.emit(&payload, &mut frame).unwrap();
+    frame.truncate(n);
+    sim.inject(1, frame);
+    sim.run_idle(10_000).unwrap();
+    assert_eq!(received(&mut sim, 1, cq), []);
+    assert_eq!(sim.hosts[1].engine.counters().rcvd_bad_context, 1);
+}
+
+#[test]
+fn a_qp_that_blocks_self_loopback_skips_its_own_multicast() {
+    // The device loops multicast back to its own members (the daemon hands each sent group
+    // frame to every device, the sender's included): host 0 gets its own frame here.
+    let mut sim = Sim::new(1, 1, LinkSpec::default());
+    let group = softrnic_emu_core::Gid::from("239.9.9.9".parse::<std::net::Ipv4Addr>().unwrap());
+    let (blocking, blocking_cq, b_buf, b_key) = ud_member(&mut sim, 0, 2, true);
+    let (open, open_cq, o_buf, o_key) = ud_member(&mut sim, 0, 2, false);
+    for qpn in [blocking, open] {
+        sim.hosts[0].engine.attach_mcast(qpn, group).unwrap();
+    }
+    for (from, buf) in [(blocking, (b_buf, b_key)), (open, (o_buf, o_key))] {
+        mcast_send(&mut sim, 0, from, group, buf);
+        let now = softrnic_emu_core::Instant::from_nanos(0);
+        let mut buf = vec![0; softrnic_emu_core::MAX_FRAME];
+        let n = sim.hosts[0].engine.poll_transmit(now, &mut buf).unwrap();
+        sim.inject(0, buf[..n].to_vec());
+        sim.run_idle(10_000).unwrap();
+    }
+    assert_eq!(
+        received(&mut sim, 0, blocking_cq),
+        [(WcStatus::Success, 56, open)]
+    );
+    assert_eq!(
+        received(&mut sim, 0, open_cq),
+        [
+            (WcStatus::Success, 56, blocking),
+            (WcStatus::Success, 56, open)
+        ]
+    );
+}

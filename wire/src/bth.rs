@@ -37,6 +37,10 @@ mod field {
 /// PSNs and QP numbers are 24 bits.
 pub const MASK_24: u32 = 0x00ff_ffff;
 
+/// The DestQP of a multicast packet (IBA Vol 1 10.5, multicast): it goes to every QP attached
+/// to the destination group.
+pub const MULTICAST_QPN: u32 = MASK_24;
+
 header_view!(
     /// A zero-copy view of a BTH.
     Bth,

@@ -46,7 +46,7 @@ pub mod vlan;
 
 pub use aeth::{Aeth, AethRepr, CreditCount, NakCode, RnrTimer, Syndrome};
 pub use atomic::{AtomicAckEth, AtomicAckEthRepr, AtomicEth, AtomicEthRepr};
-pub use bth::{Bth, BthRepr};
+pub use bth::{Bth, BthRepr, MULTICAST_QPN};
 pub use deth::{Deth, DethRepr};
 pub use error::{Error, Result};
 pub use frame::{EthRepr, ExtRepr, FrameRepr, IpRepr, ParsedFrame, UdpChecksum, UdpRepr};

@@ -317,23 +317,7 @@ impl Daemon {
                 Reply::Ok
             }
             Request::CmListeners => Reply::CmListeners(self.cm_listeners()),
-            req @ (Request::CmOpen
-            | Request::CmCreateId { .. }
-            | Request::CmDestroyId(_)
-            | Request::CmBind { .. }
-            | Request::CmResolveAddr { .. }
-            | Request::CmResolveRoute(_)
-            | Request::CmQuery(_)
-            | Request::CmListen { .. }
-            | Request::CmConnect { .. }
-            | Request::CmAccept { .. }
-            | Request::CmReject { .. }
-            | Request::CmDisconnect(_)
-            | Request::CmInitQpAttr { .. }
-            | Request::CmNotify(_)
-            | Request::CmSetOption { .. }
-            | Request::CmMigrate(_)
-            | Request::CmGetEvent) => self.rdma_cm(i, req),
+            req if req.is_rdma_cm() => self.rdma_cm(i, req),
             Request::Open { name } => {
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));
@@ -365,7 +349,20 @@ impl Daemon {
                 dev.info.contexts += 1;
                 Reply::Ok
             }
-            req => self.verb(i, req),
+            req => {
+                let groups = matches!(
+                    req,
+                    Request::AttachMcast { .. }
+                        | Request::DetachMcast { .. }
+                        | Request::DestroyQp(_)
+                );
+                let reply = self.verb(i, req);
+                if let (true, Some(d)) = (groups, self.contexts[i].as_ref().and_then(|c| c.device))
+                {
+                    self.sync_multicast(d);
+                }
+                reply
+            }
         }
     }
 
@@ -559,6 +556,12 @@ impl Daemon {
                     ctx.rings.rqs.remove(&qpn);
                     Reply::Ok
                 })
+            }
+            Request::AttachMcast { qpn, gid } if o.qps.contains(&qpn) => {
+                handle_or(engine.attach_mcast(qpn, gid), |()| Reply::Ok)
+            }
+            Request::DetachMcast { qpn, gid } if o.qps.contains(&qpn) => {
+                handle_or(engine.detach_mcast(qpn, gid), |()| Reply::Ok)
             }
             Request::ResizeCq { cq, cqe } if o.cqs.contains(&cq) => {
                 // Completions the program has not taken must all fit (as rxe: EINVAL).

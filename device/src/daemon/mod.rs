@@ -12,7 +12,7 @@ mod memory;
 mod rdma_cm;
 mod rings;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -89,6 +89,8 @@ struct Device {
     watch: Option<gid::Watch>,
     /// Next hops already resolved, by destination GID.
     neighbours: HashMap<Gid, [u8; 6]>,
+    /// The multicast MACs added to the interface's receive filter for the engine's groups.
+    multicast: BTreeSet<[u8; 6]>,
 }
 
 /// The daemon's state.
@@ -379,6 +381,42 @@ impl Daemon {
             dev.engine.memory_mut().detach(ctx.space);
             dev.info.contexts = dev.info.contexts.saturating_sub(1);
         }
+        if let Some(d) = ctx.device {
+            self.sync_multicast(d);
+        }
+    }
+
+    /// Keeps device `d`'s interface receiving its engine's multicast groups: their MACs are
+    /// added to its filter, and removed once no QP is attached.
+    fn sync_multicast(&mut self, d: usize) {
+        let Some(dev) = self.devices[d].as_mut() else {
+            return;
+        };
+        let wanted: BTreeSet<[u8; 6]> = dev
+            .engine
+            .multicast_groups()
+            .filter_map(Gid::multicast_mac)
+            .collect();
+        if wanted == dev.multicast {
+            return;
+        }
+        let changes: Vec<([u8; 6], bool)> = (wanted.difference(&dev.multicast).map(|m| (*m, true)))
+            .chain(dev.multicast.difference(&wanted).map(|m| (*m, false)))
+            .collect();
+        dev.multicast = wanted;
+        let (Some(name), false) = (dev.info.netdev.clone(), matches!(dev.wire, Wire::Local)) else {
+            return;
+        };
+        let done = in_netns(dev.info.netns.as_deref(), move || {
+            let fd = sys::packet_socket()?;
+            for (mac, add) in changes {
+                sys::if_multicast(&fd, &name, mac, add)?;
+            }
+            Ok(())
+        });
+        if let Err(err) = done {
+            tracing::warn!(device = %dev.info.name, %err, "the interface's multicast filter");
+        }
     }
 
     /// Moves frames: from each wire into its engine, through the timers, and from each engine
@@ -395,6 +433,9 @@ impl Daemon {
         let mut any = false;
         let capturing = self.capturing();
         let mut local = std::mem::take(&mut self.local);
+        let mut macs = std::mem::take(&mut self.macs);
+        macs.clear();
+        macs.extend(self.devices.iter().map(|o| o.as_ref().map(|o| o.info.mac)));
         for d in 0..self.devices.len() {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
@@ -413,6 +454,11 @@ impl Daemon {
                     if capturing {
                         taps.push((d, false, f.to_vec()));
                     }
+                    // A device of this daemon sent it, and it was delivered on this host
+                    // already.
+                    if is_group(f) && macs.iter().flatten().any(|m| f.get(6..12) == Some(m)) {
+                        return;
+                    }
                     engine.handle_packet(now, f)
                 }) {
                     any = true;
@@ -423,9 +469,6 @@ impl Daemon {
                 any = true;
             }
         }
-        let mut macs = std::mem::take(&mut self.macs);
-        macs.clear();
-        macs.extend(self.devices.iter().map(|o| o.as_ref().map(|o| o.info.mac)));
         let out = Out {
             now,
             capturing,
@@ -472,6 +515,17 @@ impl Daemon {
                 self.taps.push((d, true, frame.to_vec()));
             }
             let dst = &frame[..6];
+            if is_group(frame) {
+                // Multicast goes to the wire and, as the kernel loops it back to local
+                // members, to every device of this daemon, this one included.
+                for to in (0..out.macs.len()).filter(|&to| out.macs[to].is_some()) {
+                    local.push(to, frame);
+                }
+                if let Some(link) = dev.wire.link() {
+                    send_on(link, frame);
+                }
+                continue;
+            }
             match out.macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
                 // Same-host traffic never touches the wire.
                 Some(to) => local.push(to, frame),
@@ -637,6 +691,7 @@ impl Daemon {
             wire,
             watch,
             neighbours: HashMap::new(),
+            multicast: BTreeSet::new(),
         };
         tracing::info!(
             device = %name,
@@ -721,9 +776,12 @@ impl Daemon {
         Err(io::Error::other(failures.join("; ")))
     }
 
-    /// The MAC to reach `gid` from device `d`: another device of this daemon, a cached
-    /// neighbour, or the kernel's answer (in the device's namespace).
+    /// The MAC to reach `gid` from device `d`: a multicast group's, another device of this
+    /// daemon, a cached neighbour, or the kernel's answer (in the device's namespace).
     fn resolve(&mut self, d: usize, gid: Gid) -> io::Result<[u8; 6]> {
+        if let Some(mac) = gid.multicast_mac() {
+            return Ok(mac);
+        }
         if let Some(dev) = self
             .devices
             .iter()
@@ -788,6 +846,12 @@ impl Local {
         self.frames.push((to, self.bytes.len(), frame.len()));
         self.bytes.extend_from_slice(frame);
     }
+}
+
+/// Whether a frame goes to an Ethernet group (multicast) address: the I/G bit of its
+/// destination.
+fn is_group(frame: &[u8]) -> bool {
+    frame.first().is_some_and(|b| b & 1 != 0)
 }
 
 /// How many times a frame is offered to a link whose transmit ring is full (each try lets the

@@ -99,9 +99,17 @@ impl Daemon {
             // To an address of this daemon: through the device that has it.
             Some((d, dst.ip(), index, Gid::from_ip(dst.ip())))
         } else {
-            self.route_to(dst.ip()).map(|(d, src)| {
+            let routed = self.route_to(dst.ip()).map(|(d, src)| {
                 let index = self.local_gid(src).map_or(0, |(_, i)| i);
                 (d, src, index, Gid::from_ip(dst.ip()))
+            });
+            // A group no wire device routes to is reached on this host: through the first
+            // device, which hands multicast to every device of this daemon.
+            routed.or_else(|| {
+                let (d, _, index, gid) = self.loopback(dst.ip())?;
+                dst.ip()
+                    .is_multicast()
+                    .then(|| (d, gid.to_ip(), index, Gid::from_ip(dst.ip())))
             })
         };
         let Some((d, src_ip, index, dgid)) = found else {

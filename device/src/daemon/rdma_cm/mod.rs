@@ -24,6 +24,7 @@ use crate::sys;
 mod address;
 mod connection;
 mod events;
+mod multicast;
 
 /// The Q_Key of RDMA_PS_UDP and RDMA_PS_IB ids (`RDMA_UDP_QKEY`).
 pub const UDP_QKEY: u32 = 0x0123_4567;
@@ -198,6 +199,9 @@ pub(super) struct RdmaCm {
     conns: HashMap<(usize, ConnId), u32>,
     /// Services listened on each device, and how many ids listen there.
     services: HashMap<(usize, u64), u32>,
+    /// Multicast joins by handle.
+    joins: HashMap<u32, multicast::Join>,
+    next_mc: u32,
     /// Picks ephemeral ports and first PSNs.
     seed: u64,
 }
@@ -287,6 +291,7 @@ fn event(id: u32, kind: u32, status: i32) -> CmEvent {
         status,
         param: ConnParam::default(),
         ah: None,
+        mc: None,
     }
 }
 
@@ -336,6 +341,10 @@ impl Daemon {
                         if let Some(x) = self.cm.ids.get_mut(&ev.listen.unwrap_or(ev.id)) {
                             x.events += 1;
                         }
+                        // A join's events count for it too: rdma_leave_multicast waits.
+                        if let Some(join) = ev.mc.and_then(|mc| self.cm.joins.get_mut(&mc)) {
+                            join.events += 1;
+                        }
                         // A connection request read frees its listener's backlog slot.
                         if let Some(l) = ev.listen
                             && let Some(listener) = self.cm.ids.get_mut(&l)
@@ -371,6 +380,7 @@ impl Daemon {
                 }
                 _ => error(libc::EINVAL, "no such id in this process"),
             },
+            Request::CmLeave(mc) => self.cm_leave(i, mc),
             req => {
                 let id = match &req {
                     Request::CmDestroyId(id)
@@ -385,6 +395,7 @@ impl Daemon {
                     | Request::CmAccept { id, .. }
                     | Request::CmReject { id, .. }
                     | Request::CmInitQpAttr { id, .. }
+                    | Request::CmJoin { id, .. }
                     | Request::CmSetOption { id, .. } => *id,
                     _ => return error(libc::EINVAL, "not an RDMA CM request"),
                 };
@@ -418,6 +429,7 @@ impl Daemon {
                 Reply::Ok
             }
             Request::CmQuery(_) => Reply::CmRoute(self.route(id)),
+            Request::CmJoin { addr, .. } => self.cm_join(id, addr),
             Request::CmListen { backlog, .. } => self.cm_listen(id, backlog),
             Request::CmConnect { param, .. } => self.cm_connect(now, id, param),
             Request::CmAccept { param, .. } => self.cm_accept(now, id, param),
@@ -519,7 +531,8 @@ impl Daemon {
                 self.drop_service(d, service);
             }
         }
-        // Its events not yet read go with it.
+        // So do its multicast joins, and its events not yet read.
+        self.cm.joins.retain(|_, j| j.id != id);
         if let Some(ch) = self.contexts[x.channel]
             .as_mut()
             .and_then(|c| c.cm.as_mut())
