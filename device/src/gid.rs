@@ -18,8 +18,9 @@ const RTM_GETADDR: u16 = 22;
 const NLM_F_DUMP: u16 = 0x300;
 const IFA_ADDRESS: u16 = 1;
 const IFA_LOCAL: u16 = 2;
-/// The multicast groups of address changes: RTMGRP_IPV4_IFADDR and RTMGRP_IPV6_IFADDR.
-const ADDRESS_GROUPS: u32 = 0x10 | 0x100;
+/// The multicast groups of link and address changes: RTMGRP_LINK, RTMGRP_IPV4_IFADDR and
+/// RTMGRP_IPV6_IFADDR.
+const WATCHED_GROUPS: u32 = 0x1 | 0x10 | 0x100;
 
 /// The GIDs for `addrs`: IPv6 link-local first, then the IPv4 addresses, then the other IPv6
 /// ones, each group in the order given.
@@ -69,25 +70,36 @@ pub fn table(ifname: &str) -> io::Result<Vec<Gid>> {
     Ok(order(&addresses(&sys::netlink_socket(0)?, ifindex)?))
 }
 
-/// Keeps a GID table in sync: its sockets belong to the interface's namespace (open it there),
-/// and work from any thread afterwards.
+/// Keeps a port's GID table and MAC in sync with its interface: its sockets belong to the
+/// interface's namespace (open it there), and work from any thread afterwards.
 pub struct Watch {
+    ifname: String,
     ifindex: u32,
     query: OwnedFd,
     events: OwnedFd,
+}
+
+/// What an interface has now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    /// The GID table.
+    pub gids: Vec<Gid>,
+    /// The interface's MAC.
+    pub mac: [u8; 6],
 }
 
 impl Watch {
     /// Watches interface `ifname` in this thread's network namespace.
     pub fn open(ifname: &str) -> io::Result<Watch> {
         Ok(Watch {
+            ifname: ifname.to_owned(),
             ifindex: sys::if_index(ifname)?,
             query: sys::netlink_socket(0)?,
-            events: sys::netlink_socket(ADDRESS_GROUPS)?,
+            events: sys::netlink_socket(WATCHED_GROUPS)?,
         })
     }
 
-    /// Readable when an address changed, for poll(2).
+    /// Readable when the link or an address changed, for poll(2).
     pub fn fd(&self) -> RawFd {
         self.events.as_raw_fd()
     }
@@ -97,13 +109,16 @@ impl Watch {
         Ok(order(&addresses(&self.query, self.ifindex)?))
     }
 
-    /// The new table if an address changed since the last call.
-    pub fn changed(&self) -> Option<Vec<Gid>> {
-        if sys::drain(&self.events) {
-            self.table().ok()
-        } else {
-            None
+    /// The interface's addresses and MAC, if the link or an address changed since the last
+    /// call.
+    pub fn changed(&self) -> Option<Port> {
+        if !sys::drain(&self.events) {
+            return None;
         }
+        Some(Port {
+            gids: self.table().ok()?,
+            mac: sys::if_hwaddr(&self.query, &self.ifname).ok()?,
+        })
     }
 }
 

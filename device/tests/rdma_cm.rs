@@ -474,3 +474,53 @@ fn multicast_joins_follow_the_kernels_rules() {
         libc::EAGAIN
     );
 }
+
+#[test]
+fn ids_on_an_interface_whose_mac_changes_hear_of_it() {
+    let pair = softrnic_device::netns::VethPair::new("ac", 1500).expect("namespaces (needs root)");
+    let path =
+        std::env::temp_dir().join(format!("softrnic-cm-{}-addrchg.sock", std::process::id()));
+    let d = Running::start(&path).unwrap();
+    let mut admin = Client::connect(d.path()).unwrap();
+    let info = admin
+        .up(UpRequest {
+            netdev: Some(pair.ifs[0].clone()),
+            backend: Some(softrnic_device::proto::BackendKind::Packet),
+            netns: Some(pair.path(0)),
+        })
+        .unwrap();
+    let mut ch = Channel::open(d.path());
+    let bound = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+    ch.c.cm(Request::CmBind {
+        id: bound,
+        addr: "198.18.1.1:0".parse().unwrap(),
+    })
+    .unwrap();
+    // A wildcard id has no device: nothing for it.
+    let wildcard = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+    ch.c.cm(Request::CmBind {
+        id: wildcard,
+        addr: "0.0.0.0:0".parse().unwrap(),
+    })
+    .unwrap();
+    let mac = "02:53:52:4e:aa:01";
+    pair.exec(
+        0,
+        &["ip", "link", "set", "dev", &pair.ifs[0], "address", mac],
+    )
+    .unwrap();
+    let e = ch.expect(cm_event::ADDR_CHANGE);
+    assert_eq!((e.id, e.status), (bound, 0));
+    let now = admin.devices().unwrap();
+    assert_eq!(
+        now[0].mac,
+        [0x02, 0x53, 0x52, 0x4e, 0xaa, 0x01],
+        "was {:?}",
+        info.mac
+    );
+    assert_eq!(
+        sys::poll_readable(&[ch.fd.as_raw_fd()], 200).unwrap(),
+        0,
+        "one event, for the bound id only"
+    );
+}

@@ -218,6 +218,17 @@ impl<M: Memory> Engine<M> {
     /// longer resolves sends nothing until it is given a new address handle.
     pub fn set_gids(&mut self, gids: Vec<Gid>) {
         self.sh.gids = gids;
+        self.rebuild_paths();
+    }
+
+    /// Changes the device's MAC (its interface's changed, as in a bond's failover): frames
+    /// leave from the new one.
+    pub fn set_mac(&mut self, mac: EthernetAddress) {
+        self.sh.mac = mac;
+        self.rebuild_paths();
+    }
+
+    fn rebuild_paths(&mut self) {
         for qp in self.qps.values_mut() {
             if let Some(ah) = qp.attr.ah {
                 qp.path = self.sh.path(&ah, qp.udp_src_port);

@@ -436,15 +436,25 @@ impl Daemon {
         let mut macs = std::mem::take(&mut self.macs);
         macs.clear();
         macs.extend(self.devices.iter().map(|o| o.as_ref().map(|o| o.info.mac)));
+        let mut moved = Vec::new();
         for d in 0..self.devices.len() {
             let Some(dev) = self.devices[d].as_mut() else {
                 continue;
             };
-            if let Some(gids) = dev.watch.as_ref().and_then(gid::Watch::changed) {
-                tracing::info!(device = %dev.info.name, ?gids, "addresses changed: new GID table");
-                dev.engine.set_gids(gids.clone());
-                dev.info.gids = gids;
-                dev.neighbours.clear();
+            if let Some(port) = dev.watch.as_ref().and_then(gid::Watch::changed) {
+                if port.gids != dev.info.gids {
+                    tracing::info!(device = %dev.info.name, gids = ?port.gids, "addresses changed: new GID table");
+                    dev.engine.set_gids(port.gids.clone());
+                    dev.info.gids = port.gids;
+                    dev.neighbours.clear();
+                }
+                if port.mac != dev.info.mac {
+                    tracing::info!(device = %dev.info.name, mac = ?port.mac, "the interface's MAC changed");
+                    dev.engine.set_mac(EthernetAddress(port.mac));
+                    dev.info.mac = port.mac;
+                    macs[d] = Some(port.mac);
+                    moved.push(d);
+                }
                 any = true;
             }
             let engine = &mut dev.engine;
@@ -486,6 +496,9 @@ impl Daemon {
         }
         self.local = local;
         self.macs = macs;
+        for d in moved {
+            self.cm_addr_changed(d);
+        }
         for dev in self.devices.iter_mut().flatten() {
             if let Some(link) = dev.wire.link() {
                 link.flush();

@@ -580,6 +580,22 @@ impl Daemon {
         }
     }
 
+    /// Device `d`'s interface has a new MAC (as when a bond fails over): each id bound to it
+    /// gets ADDR_CHANGE, as the kernel's `cma_netdev_change` sends, so the program can
+    /// resolve again.
+    pub(in crate::daemon) fn cm_addr_changed(&mut self, d: usize) {
+        let bound: Vec<u32> = self
+            .cm
+            .ids
+            .iter()
+            .filter(|(_, x)| x.device == Some(d))
+            .map(|(&n, _)| n)
+            .collect();
+        for id in bound {
+            self.queue_event(id, event(id, event::ADDR_CHANGE, 0));
+        }
+    }
+
     /// Queues `ev` for id `id`'s channel.
     pub(super) fn queue_event(&mut self, id: u32, ev: CmEvent) {
         let Some(x) = self.cm.ids.get(&id) else {
