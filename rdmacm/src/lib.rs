@@ -27,8 +27,8 @@ pub mod device;
 pub mod id;
 pub mod multicast;
 pub mod qp;
+pub mod rsocket;
 mod sockaddr;
-pub mod unsupported;
 mod verbs;
 
 use core::ffi::c_int;

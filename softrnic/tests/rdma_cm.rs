@@ -245,6 +245,47 @@ fn mckey_members_receive_what_is_sent_to_the_group() {
 }
 
 #[test]
+fn rstream_and_riostream_move_checked_data_over_rsockets() {
+    let _serial = serial();
+    each_setup("rs", |s, ip| {
+        // -T v: the receiver checks every byte. Blocking with MSG_WAITALL; non-blocking
+        // through rpoll; addresses from rdma_getaddrinfo; a size that wraps the buffers
+        // unevenly; many small messages (credit updates).
+        let cases: [&[&str]; 5] = [
+            &["-S", "65536", "-C", "200", "-T", "b"],
+            &["-S", "65536", "-C", "200", "-T", "a", "-T", "n"],
+            &["-S", "100003", "-C", "50", "-T", "r"],
+            &["-S", "64", "-C", "3000"],
+            &["-S", "1048576", "-C", "10"],
+        ];
+        for case in cases {
+            let port = next_port();
+            let mut server = strings(&["rstream", "-b", ip, "-p", &port, "-T", "v"]);
+            server.extend(strings(case));
+            let mut client = strings(&["rstream", "-s", ip, "-p", &port, "-T", "v"]);
+            client.extend(strings(case));
+            let (srv, cli) = run_pair(s, &port, &server, &client);
+            for out in [&srv, &cli] {
+                assert!(out.contains("\ncustom "), "{ip} {case:?}:\n{out}");
+            }
+        }
+        // riowrite into the peer's riomap'ed buffer, checked, each way.
+        let port = next_port();
+        let args = [
+            "-p", &port, "-S", "65536", "-C", "20", "-I", "10", "-T", "v",
+        ];
+        let mut server = strings(&["riostream", "-b", ip]);
+        server.extend(strings(&args));
+        let mut client = strings(&["riostream", "-s", ip]);
+        client.extend(strings(&args));
+        let (srv, cli) = run_pair(s, &port, &server, &client);
+        for out in [&srv, &cli] {
+            assert!(out.contains("\ncustom "), "{ip} riostream:\n{out}");
+        }
+    });
+}
+
+#[test]
 fn rdma_server_and_rdma_client_use_endpoints_and_cmtime_connects_many() {
     let _serial = serial();
     each_setup("ep", |s, ip| {
