@@ -471,7 +471,8 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
 
     // Programs that connect through rdma_cm, softrnic's librdmacm against the kernel's: RC
     // with data checked both ways (rping -V), several connections (ucmatose), UD services
-    // resolved with SIDR (udaddy), and perftest's -R. Every frame, CM MADs included, is valid.
+    // resolved with SIDR (udaddy), rsockets (rstream), and perftest's -R. Every frame, CM MADs
+    // included, is valid.
     let frames = captured(&peers.host, || {
         let scenarios = [
             (
@@ -492,6 +493,13 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
                 Some("7174"),
                 "udaddy -b {addr} -c 2 -C 10",
                 "udaddy -s {addr} -c 2 -C 10",
+            ),
+            // rsockets: softrnic's librdmacm against rdma-core's rsocket.c, data checked.
+            (
+                "rstream -S 65536 -C 50 -T v (rsockets)",
+                None,
+                "rstream -b {addr} -p {port} -S 65536 -C 50 -T v",
+                "rstream -s {addr} -p {port} -S 65536 -C 50 -T v",
             ),
             (
                 "ib_send_bw -R",

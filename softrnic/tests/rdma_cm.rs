@@ -286,6 +286,25 @@ fn rstream_and_riostream_move_checked_data_over_rsockets() {
 }
 
 #[test]
+fn rsocket_calls_give_rdma_cores_results_and_errnos() {
+    let _serial = serial();
+    let s = Setup::new(Topology::OneHost, "rcalls");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/rsocket_calls.py");
+    let out = s
+        .server()
+        .program(&strings(&[
+            "/usr/bin/python3",
+            script,
+            server_ip(&s, false),
+            &next_port(),
+        ]))
+        .output()
+        .unwrap();
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success() && said.ends_with("ok\n"), "{said}");
+}
+
+#[test]
 fn rdma_server_and_rdma_client_use_endpoints_and_cmtime_connects_many() {
     let _serial = serial();
     each_setup("ep", |s, ip| {
