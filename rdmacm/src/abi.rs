@@ -53,6 +53,14 @@ pub const RDMA_OPTION_ID_AFONLY: c_int = 2;
 pub const RDMA_OPTION_ID_ACK_TIMEOUT: c_int = 3;
 pub const RDMA_OPTION_IB_PATH: c_int = 1;
 
+/// `<rdma/rsocket.h>`: the rsocket option level and its options.
+pub const SOL_RDMA: c_int = 0x10000;
+pub const RDMA_SQSIZE: c_int = 0;
+pub const RDMA_RQSIZE: c_int = 1;
+pub const RDMA_INLINE: c_int = 2;
+pub const RDMA_IOMAPSIZE: c_int = 3;
+pub const RDMA_ROUTE: c_int = 4;
+
 pub const RDMA_CM_JOIN_MC_ATTR_ADDRESS: u32 = 1;
 pub const RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS: u32 = 2;
 pub const RDMA_MC_JOIN_FLAG_FULLMEMBER: u32 = 0;

@@ -1,5 +1,6 @@
 //! Checks the drop-in libraries' C layouts against the real headers: `softrnic_verbs_abi::abi`
-//! against `<infiniband/verbs.h>`, and `softrnic_rdmacm::abi` against `<rdma/rdma_cma.h>`.
+//! against `<infiniband/verbs.h>`, and `softrnic_rdmacm::abi` against `<rdma/rdma_cma.h>` and
+//! `<rdma/rsocket.h>`.
 //!
 //! The test generates one C program that includes the header and prints, for every mirrored
 //! struct/union, its `sizeof` and `_Alignof` and every field's `offsetof` and `sizeof`; for every
@@ -221,6 +222,7 @@ impl Table {
         let mut c = String::from(
             "#include <infiniband/verbs.h>\n\
              #include <rdma/rdma_cma.h>\n\
+             #include <rdma/rsocket.h>\n\
              #include <stddef.h>\n\
              #include <stdint.h>\n\
              #include <stdio.h>\n\
@@ -1193,4 +1195,21 @@ fn abi_matches_verbs_h() {
 #[test]
 fn abi_matches_rdma_cma_h() {
     check("<rdma/rdma_cma.h>", rdma_cma_h);
+}
+
+fn rsocket_h(t: &mut Table) {
+    consts!(
+        t,
+        SOL_RDMA,
+        RDMA_SQSIZE,
+        RDMA_RQSIZE,
+        RDMA_INLINE,
+        RDMA_IOMAPSIZE,
+        RDMA_ROUTE
+    );
+}
+
+#[test]
+fn abi_matches_rsocket_h() {
+    check("<rdma/rsocket.h>", rsocket_h);
 }

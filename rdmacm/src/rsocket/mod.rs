@@ -26,13 +26,6 @@ use crate::fail;
 use crate::id::{self, complete, rdma_create_id, rdma_destroy_id};
 use stream::{Stream, state};
 
-/// `SOL_RDMA` and its options (`<rdma/rsocket.h>`).
-const SOL_RDMA: c_int = 0x10000;
-const RDMA_SQSIZE: c_int = 0;
-const RDMA_RQSIZE: c_int = 1;
-const RDMA_INLINE: c_int = 2;
-const RDMA_IOMAPSIZE: c_int = 3;
-const RDMA_ROUTE: c_int = 4;
 const QP_MAX_SIZE: u32 = 0xfffe;
 /// How long a blocking call polls before it sleeps on the completion channel (rdma-core's
 /// `polling_time`, in µs).
