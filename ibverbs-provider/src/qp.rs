@@ -3,6 +3,7 @@
 
 use std::ffi::c_int;
 
+use softrnic_device::client::Client;
 use softrnic_emu_core::{Gid, QpInit, QpType};
 
 use crate::abi::*;
@@ -135,6 +136,21 @@ pub unsafe extern "C" fn create_qp_ex(
         return or_null(Err(libc::EINVAL));
     }
     or_null(create(context, a).map(|p| p.cast()))
+}
+
+/// Attaches or detaches `qp` to or from group `gid` with `call`: 0 or the errno.
+unsafe fn multicast(
+    name: &str,
+    qp: *mut ibv_qp,
+    gid: *const ibv_gid,
+    call: fn(&mut Client, u32, Gid) -> Result<(), softrnic_device::client::Error>,
+) -> c_int {
+    if qp.is_null() || gid.is_null() {
+        return libc::EINVAL;
+    }
+    let q = &*qp.cast::<Qp>();
+    let (qpn, gid) = (q.qpn(), Gid((*gid).raw));
+    q.ctx().call(name, |c| call(c, qpn, gid)).err().unwrap_or(0)
 }
 
 /// Posts a chain of work requests: each converted and pushed into a ring, under one lock and
@@ -366,23 +382,13 @@ exported! {
     /// ignored (Annex A17).
     fn ibv_attach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
         let _ = lid;
-        if qp.is_null() || gid.is_null() {
-            return libc::EINVAL;
-        }
-        let q = &*qp.cast::<Qp>();
-        let (qpn, gid) = (q.qpn(), Gid((*gid).raw));
-        q.ctx().call("ibv_attach_mcast", |c| c.attach_mcast(qpn, gid)).err().unwrap_or(0)
+        multicast("ibv_attach_mcast", qp, gid, Client::attach_mcast)
     }
 
     /// `ibv_detach_mcast`.
     fn ibv_detach_mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16) -> c_int {
         let _ = lid;
-        if qp.is_null() || gid.is_null() {
-            return libc::EINVAL;
-        }
-        let q = &*qp.cast::<Qp>();
-        let (qpn, gid) = (q.qpn(), Gid((*gid).raw));
-        q.ctx().call("ibv_detach_mcast", |c| c.detach_mcast(qpn, gid)).err().unwrap_or(0)
+        multicast("ibv_detach_mcast", qp, gid, Client::detach_mcast)
     }
 
     /// `ibv_qp_to_qp_ex`.

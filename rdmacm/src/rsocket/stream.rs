@@ -804,17 +804,7 @@ impl Stream {
     ) -> Result<usize, c_int> {
         let mut sent = 0;
         while sent < len && self.can_send() {
-            let left = (len - sent) as u64;
-            let mut xfer = if u64::from(*olen) < left {
-                let x = *olen;
-                if *olen < MAX_TRANSFER {
-                    *olen <<= 1;
-                }
-                x
-            } else {
-                left as u32
-            };
-            xfer = xfer
+            let xfer = next_transfer(olen, len - sent)
                 .min(self.sbuf_bytes_avail)
                 .min(self.target(self.target_sge).length);
             self.staged(data.add(sent), xfer, |s, sgl, flags| {
@@ -847,17 +837,7 @@ impl Stream {
             else {
                 return Ok(if sent == 0 { None } else { Some(sent) });
             };
-            let left = (len - sent) as u64;
-            let mut xfer = if u64::from(*olen) < left {
-                let x = *olen;
-                if *olen < MAX_TRANSFER {
-                    *olen <<= 1;
-                }
-                x
-            } else {
-                left as u32
-            };
-            xfer = xfer
+            let xfer = next_transfer(olen, len - sent)
                 .min(self.sbuf_bytes_avail)
                 .min((iom.offset + u64::from(iom.sge.length) - at) as u32);
             self.staged(data.add(sent), xfer, |s, sgl, flags| {
@@ -984,6 +964,20 @@ impl Stream {
             }
             crate::qp::rdma_destroy_qp(self.id);
         }
+    }
+}
+
+/// The size of the next RDMA WRITE of a send with `left` bytes to go: `*olen`, doubled for the
+/// next one up to 64 KiB, or what is left (rdma-core's overlap sizing).
+fn next_transfer(olen: &mut u32, left: usize) -> u32 {
+    if (*olen as usize) < left {
+        let x = *olen;
+        if *olen < MAX_TRANSFER {
+            *olen <<= 1;
+        }
+        x
+    } else {
+        left as u32
     }
 }
 
