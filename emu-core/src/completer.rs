@@ -3,7 +3,7 @@
 //!
 //! Work requests complete strictly in order, from the front of the send queue.
 
-use softrnic_wire::{NakCode, Operation, ParsedFrame, Position, Syndrome};
+use softrnic_wire::{NakCode, Operation, ParsedFrame, Syndrome};
 
 use crate::cq::WcStatus;
 use crate::dma;
@@ -330,10 +330,7 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
     let payload = pkt.payload();
     let n = payload.len() as u32;
     let left = w.len - w.read_done;
-    let last = matches!(
-        pkt.repr.bth.opcode.info().position,
-        Position::Last | Position::Only
-    );
+    let last = pkt.repr.bth.opcode.info().position.is_last();
     let sane = if last {
         n == left
     } else {

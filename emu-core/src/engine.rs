@@ -4,10 +4,9 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use smoltcp::wire::EthernetAddress;
-use softrnic_wire::MULTICAST_QPN;
 use softrnic_wire::mad::{GSI_QKEY, GSI_QPN};
 use softrnic_wire::{
-    BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, IpRepr, Opcode, Operation,
+    BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, IpRepr, MULTICAST_QPN, Opcode,
     Transport, frame,
 };
 
@@ -903,11 +902,7 @@ impl<M: Memory> Engine<M> {
             self.sh.counters.rcvd_bad_context += 1;
             return;
         }
-        let response = matches!(
-            info.operation,
-            Operation::Acknowledge | Operation::AtomicAcknowledge | Operation::RdmaReadResponse
-        );
-        if response {
+        if info.operation.is_response() {
             if qp.qp_type == QpType::Rc {
                 completer::handle(qp, &mut self.sh, now, &pkt);
             }

@@ -1,6 +1,8 @@
 //! Queue pair types, states and attributes, and the IBA rules for which attributes each state
 //! transition requires and allows (IBA 11.2.5 table 91; the kernel's `qp_state_table`).
 
+use softrnic_wire::Transport;
+
 use crate::attr::Mtu;
 use crate::keys::Access;
 use crate::wr::AddressHandle;
@@ -17,6 +19,17 @@ pub enum QpType {
     Uc = 3,
     /// Unreliable Datagram.
     Ud = 4,
+}
+
+impl QpType {
+    /// The transport its packets belong to.
+    pub const fn transport(self) -> Transport {
+        match self {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        }
+    }
 }
 
 /// A QP state, numbered as `enum ibv_qp_state`.

@@ -5,7 +5,7 @@
 //! rewinds it (go-back-N) when a packet must be sent again.
 
 use softrnic_wire::{
-    AtomicEthRepr, DethRepr, ExtRepr, FrameRepr, Opcode, Position, RethRepr, bth::BthRepr,
+    AtomicEthRepr, DethRepr, ExtRepr, FrameRepr, Opcode, Position, RethRepr, With, bth::BthRepr,
 };
 
 use crate::cq::WcStatus;
@@ -83,46 +83,14 @@ impl Requester {
     }
 }
 
-/// The opcode for a packet of `op` at `pos`.
+/// The opcode for a packet of `op` at `pos`: the opcode table read the other way. Posting
+/// admits only operations the QP's transport carries (`SendWr::check`), and only the last
+/// packet of a message carries an immediate or an invalidate.
 fn opcode(t: QpType, op: &SendOp, pos: Position) -> Opcode {
-    use Opcode::*;
-    use Position::*;
-    let last_imm_inv = |last, imm, inv| match op {
-        SendOp::SendWithImm(_) | SendOp::WriteWithImm(..) => imm,
-        SendOp::SendWithInv(_) => inv,
-        _ => last,
-    };
-    match (t, op, pos) {
-        (QpType::Ud, SendOp::SendWithImm(_), _) => UdSendOnlyImm,
-        (QpType::Ud, _, _) => UdSendOnly,
-        (QpType::Rc, SendOp::Read(_), _) => RcReadRequest,
-        (QpType::Rc, SendOp::CompareSwap { .. }, _) => RcCompareSwap,
-        (QpType::Rc, SendOp::FetchAdd { .. }, _) => RcFetchAdd,
-        (QpType::Rc, SendOp::Write(_) | SendOp::WriteWithImm(..), p) => match p {
-            First => RcWriteFirst,
-            Middle => RcWriteMiddle,
-            Last => last_imm_inv(RcWriteLast, RcWriteLastImm, RcWriteLast),
-            Only => last_imm_inv(RcWriteOnly, RcWriteOnlyImm, RcWriteOnly),
-        },
-        (QpType::Rc, _, p) => match p {
-            First => RcSendFirst,
-            Middle => RcSendMiddle,
-            Last => last_imm_inv(RcSendLast, RcSendLastImm, RcSendLastInv),
-            Only => last_imm_inv(RcSendOnly, RcSendOnlyImm, RcSendOnlyInv),
-        },
-        (QpType::Uc, SendOp::Write(_) | SendOp::WriteWithImm(..), p) => match p {
-            First => UcWriteFirst,
-            Middle => UcWriteMiddle,
-            Last => last_imm_inv(UcWriteLast, UcWriteLastImm, UcWriteLast),
-            Only => last_imm_inv(UcWriteOnly, UcWriteOnlyImm, UcWriteOnly),
-        },
-        (QpType::Uc, _, p) => match p {
-            First => UcSendFirst,
-            Middle => UcSendMiddle,
-            Last => last_imm_inv(UcSendLast, UcSendLastImm, UcSendLast),
-            Only => last_imm_inv(UcSendOnly, UcSendOnlyImm, UcSendOnly),
-        },
-    }
+    let (operation, with) = op.wire().expect("local operations send no packets");
+    let with = if pos.is_last() { with } else { With::Nothing };
+    Opcode::build(t.transport(), operation, pos, with)
+        .expect("posting admits only operations the transport carries")
 }
 
 /// Executes a local WR (invalidate, bind) and returns its status.
@@ -245,19 +213,14 @@ fn build<M: Memory>(
     let w = &qp.sq[index];
     let remaining = w.len - offset;
     let (pos, payload_len) = if w.wr.op.sends_data() {
-        let n = remaining.min(mtu);
-        let pos = match (offset == 0, remaining <= mtu) {
-            (true, true) => Position::Only,
-            (true, false) => Position::First,
-            (false, true) => Position::Last,
-            (false, false) => Position::Middle,
-        };
-        (pos, n)
+        (
+            Position::of(offset == 0, remaining <= mtu),
+            remaining.min(mtu),
+        )
     } else {
         (Position::Only, 0)
     };
-    let ends_message = matches!(pos, Position::Last | Position::Only);
-    let op = opcode(qp.qp_type, &w.wr.op, pos);
+    let ends_message = pos.is_last();
 
     let mut ext = ExtRepr::default();
     let (path, dest_qp) = match (qp.qp_type, w.wr.ud) {
@@ -284,7 +247,7 @@ fn build<M: Memory>(
         (QpType::Ud, None) => return Err(WcStatus::LocQpOpErr),
         _ => (qp.path.ok_or(WcStatus::LocQpOpErr)?, qp.attr.dest_qp_num),
     };
-    let first = matches!(pos, Position::First | Position::Only);
+    let first = pos.is_first();
     match w.wr.op {
         SendOp::Write(r) | SendOp::WriteWithImm(r, _) if first => {
             ext.reth = Some(RethRepr {
@@ -330,6 +293,8 @@ fn build<M: Memory>(
             _ => {}
         }
     }
+    // After the UD length check: a datagram has one packet.
+    let op = opcode(qp.qp_type, &w.wr.op, pos);
     let rc = qp.qp_type == QpType::Rc;
     let ack_req = rc && (ends_message || qp.req.noack >= MAX_PKTS_PER_ACK);
     let repr = FrameRepr {

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use softrnic_wire::{
     AethRepr, AtomicAckEthRepr, CreditCount, ExtRepr, FrameRepr, NakCode, Opcode, Operation,
-    ParsedFrame, Position, RnrTimer, Syndrome, bth::BthRepr,
+    ParsedFrame, Position, RnrTimer, Syndrome, Transport, With, bth::BthRepr,
 };
 
 use crate::cq::{WC_GRH, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
@@ -254,13 +254,9 @@ fn rc<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
 /// The operation must be in sequence with the message in progress (IBA 9.7.5.2.2 / C9-95).
 fn in_sequence(cur: Option<InProgress>, op: Operation, pos: Position) -> bool {
     match cur {
-        Some(InProgress::Send) => {
-            op == Operation::Send && matches!(pos, Position::Middle | Position::Last)
-        }
-        Some(InProgress::Write { .. }) => {
-            op == Operation::RdmaWrite && matches!(pos, Position::Middle | Position::Last)
-        }
-        Some(InProgress::Dropping) | None => matches!(pos, Position::First | Position::Only),
+        Some(InProgress::Send) => op == Operation::Send && !pos.is_first(),
+        Some(InProgress::Write { .. }) => op == Operation::RdmaWrite && !pos.is_first(),
+        Some(InProgress::Dropping) | None => pos.is_first(),
     }
 }
 
@@ -292,10 +288,10 @@ fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Res
     if !in_sequence(qp.resp.cur, op, pos) {
         return Err(INVALID);
     }
-    let ends = matches!(pos, Position::Last | Position::Only);
+    let ends = pos.is_last();
     // A receive WQE is needed by a SEND's first packet and by WRITE with immediate's last.
     let needs_recv = match op {
-        Operation::Send => matches!(pos, Position::First | Position::Only),
+        Operation::Send => pos.is_first(),
         Operation::RdmaWrite => ends && ext.immdt.is_some(),
         _ => false,
     };
@@ -602,7 +598,7 @@ fn uc<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             sh.counters.uc_seq_drop += 1;
         }
         uc_abort(qp, sh);
-        if !matches!(info.position, Position::First | Position::Only) {
+        if !info.position.is_first() {
             sh.counters.uc_seq_drop += 1;
             qp.resp.cur = Some(InProgress::Dropping);
             qp.resp.epsn = psn::add(p, 1);
@@ -620,7 +616,7 @@ fn uc<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             _ => sh.counters.uc_seq_drop += 1,
         }
         uc_abort(qp, sh);
-        if !matches!(info.position, Position::Last | Position::Only) {
+        if !info.position.is_last() {
             qp.resp.cur = Some(InProgress::Dropping);
         }
     }
@@ -714,12 +710,14 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
         } => {
             let n = left.min(mtu);
             let last = n == left;
-            let opcode = match (first, last) {
-                (true, true) => Opcode::RcReadResponseOnly,
-                (true, false) => Opcode::RcReadResponseFirst,
-                (false, true) => Opcode::RcReadResponseLast,
-                (false, false) => Opcode::RcReadResponseMiddle,
-            };
+            let pos = Position::of(first, last);
+            let opcode = Opcode::build(
+                Transport::Rc,
+                Operation::RdmaReadResponse,
+                pos,
+                With::Nothing,
+            )
+            .expect("READ responses have every position");
             if first || last {
                 ext.aeth = Some(AethRepr {
                     syndrome: ack_syndrome(),

@@ -6,6 +6,7 @@ use crate::keys::Access;
 use crate::qp::QpCap;
 use crate::qp_attr::QpType;
 use smoltcp::wire::EthernetAddress;
+use softrnic_wire::{Operation, With};
 
 /// A scatter/gather element.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -158,6 +159,22 @@ impl SendOp {
     /// Whether the work request is executed locally, without packets.
     pub fn is_local(&self) -> bool {
         matches!(self, SendOp::LocalInv(_) | SendOp::BindMw(_))
+    }
+
+    /// What its packets do on the wire, and what the last one carries (`None` for a local
+    /// operation).
+    pub fn wire(&self) -> Option<(Operation, With)> {
+        Some(match self {
+            SendOp::Send => (Operation::Send, With::Nothing),
+            SendOp::SendWithImm(_) => (Operation::Send, With::Immediate),
+            SendOp::SendWithInv(_) => (Operation::Send, With::Invalidate),
+            SendOp::Write(_) => (Operation::RdmaWrite, With::Nothing),
+            SendOp::WriteWithImm(..) => (Operation::RdmaWrite, With::Immediate),
+            SendOp::Read(_) => (Operation::RdmaReadRequest, With::Nothing),
+            SendOp::CompareSwap { .. } => (Operation::CompareSwap, With::Nothing),
+            SendOp::FetchAdd { .. } => (Operation::FetchAdd, With::Nothing),
+            SendOp::LocalInv(_) | SendOp::BindMw(_) => return None,
+        })
     }
 
     /// Whether packets of this operation carry the data of the SGEs.

@@ -12,6 +12,7 @@
 //!
 //! It is carried after the pad as the CRC value in little-endian byte order, like Ethernet's FCS.
 
+use crate::bth::BthRepr;
 use crate::{Error, Result};
 use crc32fast::Hasher;
 
@@ -20,10 +21,9 @@ pub const ICRC_LEN: usize = 4;
 /// The stand-in for the LRH that starts the hashed bytes.
 pub const MASKED_LRH: [u8; 8] = [0xff; 8];
 /// The longest masked prefix: LRH stand-in, IPv6 header, UDP header and BTH.
-pub const MAX_PREFIX_LEN: usize = 8 + 40 + 8 + 12;
+pub const MAX_PREFIX_LEN: usize = 8 + 40 + UDP_LEN + BthRepr::LEN;
 
 const UDP_LEN: usize = 8;
-const BTH_LEN: usize = 12;
 
 /// The CRC-32 of [`MASKED_LRH`] alone, computed at compile time: every ICRC starts from it, so
 /// the eight bytes are never hashed at run time.
@@ -68,7 +68,7 @@ fn masked_bytes(l3: &[u8]) -> Result<(&'static [usize], usize)> {
     // checksum 46-47; BTH byte 4 at 52.
     const V6: &[usize] = &[0, 1, 2, 3, 7, 46, 47, 52];
     let ip_len = ip_header_len(l3)?;
-    let headers = ip_len + UDP_LEN + BTH_LEN;
+    let headers = ip_len + UDP_LEN + BthRepr::LEN;
     if l3.len() < headers {
         return Err(Error::Truncated);
     }

@@ -51,7 +51,7 @@ pub use deth::{Deth, DethRepr};
 pub use error::{Error, Result};
 pub use frame::{EthRepr, ExtRepr, FrameRepr, IpRepr, ParsedFrame, UdpChecksum, UdpRepr};
 pub use imm::{Ieth, ImmDt};
-pub use opcode::{Headers, Opcode, OpcodeInfo, Operation, Position, Transport};
+pub use opcode::{Headers, Opcode, OpcodeInfo, Operation, Position, Transport, With};
 pub use reth::{Reth, RethRepr};
 pub use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv6Address};
 pub use vlan::VlanTag;

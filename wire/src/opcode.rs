@@ -124,6 +124,40 @@ pub enum Position {
     Only,
 }
 
+impl Position {
+    /// The position of a packet that is (or is not) the first and the last of its message.
+    pub const fn of(first: bool, last: bool) -> Position {
+        match (first, last) {
+            (true, true) => Position::Only,
+            (true, false) => Position::First,
+            (false, true) => Position::Last,
+            (false, false) => Position::Middle,
+        }
+    }
+
+    /// Whether the packet starts its message (FIRST or ONLY).
+    pub const fn is_first(self) -> bool {
+        matches!(self, Position::First | Position::Only)
+    }
+
+    /// Whether the packet ends its message (LAST or ONLY).
+    pub const fn is_last(self) -> bool {
+        matches!(self, Position::Last | Position::Only)
+    }
+}
+
+/// What the last packet of a message carries besides its operation's headers: nothing, an
+/// immediate (ImmDt) or an rkey to invalidate (IETH).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum With {
+    /// Neither.
+    Nothing,
+    /// "WITH_IMMEDIATE" opcodes.
+    Immediate,
+    /// "WITH_INVALIDATE" opcodes.
+    Invalidate,
+}
+
 /// What an opcode does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Operation {
@@ -266,7 +300,48 @@ static INDEX: [u8; 256] = {
     index
 };
 
+/// The slot of (transport, operation, position, with) in [`BUILD`].
+const fn build_slot(t: Transport, o: Operation, p: Position, w: With) -> usize {
+    ((t as usize * 9 + o as usize) * 4 + p as usize) * 3 + w as usize
+}
+
+/// For each (transport, operation, position, with), its row in [`TABLE`] plus one, or 0 if no
+/// opcode is that: the table read the other way, for building packets.
+static BUILD: [u8; 4 * 9 * 4 * 3] = {
+    let mut build = [0u8; 4 * 9 * 4 * 3];
+    let mut i = 0;
+    while i < TABLE.len() {
+        let r = &TABLE[i];
+        let with = if r.headers.contains(Headers::IMMDT) {
+            With::Immediate
+        } else if r.headers.contains(Headers::IETH) {
+            With::Invalidate
+        } else {
+            With::Nothing
+        };
+        build[build_slot(r.transport, r.operation, r.position, with)] = i as u8 + 1;
+        i += 1;
+    }
+    build
+};
+
 impl Opcode {
+    /// The opcode of a packet of `operation` over `transport` at `position` in its message,
+    /// carrying `with` (the table of IBA 9.2, read the other way); `None` if the IBA has none
+    /// (a WRITE with invalidate, a multi-packet UD message, ...).
+    #[inline]
+    pub fn build(
+        transport: Transport,
+        operation: Operation,
+        position: Position,
+        with: With,
+    ) -> Option<Opcode> {
+        match BUILD[build_slot(transport, operation, position, with)] {
+            0 => None,
+            row => Some(TABLE[row as usize - 1].opcode),
+        }
+    }
+
     /// The opcode for a byte, or [`Error::UnknownOpcode`] for reserved and unsupported ones
     /// (RD, XRC, FLUSH, ATOMIC_WRITE and vendor opcodes).
     #[inline]
@@ -373,6 +448,52 @@ mod tests {
         assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(72));
         let h = Headers::DETH.with(Headers::IMMDT);
         assert_eq!(h.offset_of(Headers::IMMDT), Some(8));
+    }
+
+    #[test]
+    fn every_opcode_is_built_from_its_row_and_nothing_else_is() {
+        let withs = [With::Nothing, With::Immediate, With::Invalidate];
+        for info in TABLE {
+            let with = withs
+                .into_iter()
+                .filter(|&w| {
+                    Opcode::build(info.transport, info.operation, info.position, w)
+                        == Some(info.opcode)
+                })
+                .count();
+            assert_eq!(with, 1, "{}", info.name);
+        }
+        use Operation::*;
+        use Transport::*;
+        let built = |t, o, p, w| Opcode::build(t, o, p, w);
+        assert_eq!(
+            built(Rc, Send, Position::Last, With::Invalidate),
+            Some(Opcode::RcSendLastInv)
+        );
+        assert_eq!(built(Uc, Send, Position::Last, With::Invalidate), None);
+        assert_eq!(built(Rc, RdmaWrite, Position::Only, With::Invalidate), None);
+        assert_eq!(built(Ud, Send, Position::First, With::Nothing), None);
+        assert_eq!(
+            built(Rc, RdmaWrite, Position::Middle, With::Immediate),
+            None
+        );
+        assert_eq!(
+            built(
+                Rc,
+                RdmaReadResponse,
+                Position::of(false, true),
+                With::Nothing
+            ),
+            Some(Opcode::RcReadResponseLast)
+        );
+    }
+
+    #[test]
+    fn positions_say_where_a_message_starts_and_ends() {
+        for (first, last) in [(true, true), (true, false), (false, true), (false, false)] {
+            let p = Position::of(first, last);
+            assert_eq!((p.is_first(), p.is_last()), (first, last), "{p:?}");
+        }
     }
 
     #[test]

@@ -256,7 +256,6 @@ pub fn captured(host: &Host, f: impl FnOnce()) -> Vec<Vec<u8>> {
 pub fn tally(
     frames: &[Vec<u8>],
 ) -> std::collections::HashMap<softrnic_wire::opcode::Operation, (u64, u64)> {
-    use softrnic_wire::opcode::Position;
     let mut seen = std::collections::HashSet::new();
     let mut out = std::collections::HashMap::new();
     for f in frames {
@@ -268,7 +267,7 @@ pub fn tally(
             continue;
         }
         let e = out.entry(info.operation).or_insert((0, 0));
-        if matches!(info.position, Position::Last | Position::Only) {
+        if info.position.is_last() {
             e.0 += 1;
         }
         e.1 += p.payload().len() as u64;

@@ -606,7 +606,8 @@ pub fn icrc_prefix<W: Write>(frame: &[u8], out: &mut W) -> fmt::Result {
     let Ok(n) = crate::icrc::masked_prefix(p.l3(), &mut prefix) else {
         return writeln!(out, "no IP/UDP/BTH headers");
     };
-    let ip_len = n - 8 - 8 - 12;
+    // The masked LRH stand-in, then the IP header, UDP and the BTH.
+    let ip_len = n - crate::icrc::MASKED_LRH.len() - 8 - crate::bth::BthRepr::LEN;
     let (ip_note, ip_rows): (&str, &[usize]) = if ip_len == 20 {
         ("IPv4: ToS, TTL and checksum masked", &[20])
     } else {
