@@ -1,9 +1,15 @@
 //! The device: what turns the sans-IO engine into a network device on a plain NIC.
 //!
-//! Today it has the frame backends, each a [`Link`] any engine in library mode can run over:
-//! [`AfXdp`] (the fast path) and [`AfPacket`] (the fallback); the [`gid`] table built from an
-//! interface's addresses; and [`neigh`]bour resolution through the kernel. Keeping the GID
-//! table in sync and the daemon come next (issue 4).
+//! - The frame backends, each a [`Link`] any engine in library mode can run over: [`AfXdp`]
+//!   (the fast path) and [`AfPacket`] (the fallback); the [`gid`] table built from an
+//!   interface's addresses and kept in sync; [`neigh`]bour resolution through the kernel.
+//! - The [`daemon`], which is the NIC: it owns the wire, the QPN space and the GID table, and
+//!   serves programs (verbs, rings in shared memory, rdma_cm).
+//! - The protocol between program and daemon ([`proto`], [`shm`]) and the program's side of
+//!   it ([`client`]), which the drop-in libraries use.
+//!
+//! `unsafe` is confined to the modules marked `allow(unsafe_code)` below: system calls
+//! ([`sys`]), shared memory ([`shm`], `mmap`) and AF_XDP's rings and BPF ([`xdp`]).
 //!
 //! [`Link`]: softrnic_emu_core::native::Link
 

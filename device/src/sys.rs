@@ -1,5 +1,5 @@
-//! The system calls the backends need, each behind a safe function. This is the only module
-//! with `unsafe`: every block passes pointers to buffers it owns, with their true lengths.
+//! The system calls the device needs, each behind a safe function: every `unsafe` block passes
+//! pointers to buffers it owns, with their true lengths.
 
 use std::ffi::CString;
 use std::io;

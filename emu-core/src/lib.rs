@@ -49,6 +49,7 @@ pub use keys::{Access, MwType};
 pub use memory::{Fault, HeapMemory, Memory, Space};
 pub use qp::QpCap;
 pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};
+pub use rng::Rng;
 pub use time::{Instant, ack_timeout};
 pub use wr::{
     AddressHandle, MwBind, RecvWr, Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,

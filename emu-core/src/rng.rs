@@ -1,5 +1,6 @@
-//! The engine's one source of randomness (initial PSNs, key bytes, UDP source ports), seeded by
-//! the configuration so that a run replays exactly.
+//! The project's one source of randomness: the engine's (initial PSNs, key bytes, UDP source
+//! ports), the daemon's rdma_cm (ports, PSNs) and the simulator's and tests' (faults, workloads,
+//! generated frames), each seeded so that a run replays exactly.
 
 /// SplitMix64: small, fast, and good enough for values that need only be unpredictable to a
 /// peer that does not know the seed.
@@ -24,6 +25,16 @@ impl Rng {
     /// The next 32 random bits.
     pub fn next_u32(&mut self) -> u32 {
         (self.next_u64() >> 32) as u32
+    }
+
+    /// A value below `n` (not 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// A coin flip.
+    pub fn flip(&mut self) -> bool {
+        self.next_u64() & 1 == 1
     }
 }
 

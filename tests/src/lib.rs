@@ -57,30 +57,7 @@ pub fn file_name(sample: &Sample) -> String {
     name
 }
 
-/// A small deterministic generator (xorshift64*), so every run checks the same frames.
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from a non-zero seed.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed | 1)
-    }
-    /// The next 64 random bits.
-    pub fn bits(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// A value below `n`.
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.bits() % n
-    }
-    /// A coin flip.
-    pub fn flip(&mut self) -> bool {
-        self.bits() & 1 == 1
-    }
-}
+pub use softrnic_emu_core::Rng;
 
 /// The frames for the independent checks: the sample capture, then every opcode over both IP
 /// versions `variants` more times with random field values, payload lengths, VLAN tags and
@@ -109,14 +86,14 @@ pub fn frames_to_check(variants: usize) -> Vec<Sample> {
 fn randomize(s: &mut Sample, rng: &mut Rng) {
     let r = &mut s.repr;
     let bth = &mut r.bth;
-    bth.pkey = rng.bits() as u16;
+    bth.pkey = rng.next_u64() as u16;
     bth.dest_qp = rng.below(1 << 24) as u32;
     bth.solicited = rng.flip();
     bth.mig_req = rng.flip();
     bth.ack_req = rng.flip();
     bth.fecn = rng.flip();
     bth.becn = rng.flip();
-    r.udp.src_port = rng.bits() as u16;
+    r.udp.src_port = rng.next_u64() as u16;
     if rng.below(4) == 0 {
         r.eth.vlan = Some(VlanTag {
             pcp: rng.below(8) as u8,
@@ -126,7 +103,11 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
     }
     match &mut r.ip {
         IpRepr::V4 { dscp, ecn, ttl, .. } => {
-            (*dscp, *ecn, *ttl) = (rng.below(64) as u8, rng.below(4) as u8, rng.bits() as u8);
+            (*dscp, *ecn, *ttl) = (
+                rng.below(64) as u8,
+                rng.below(4) as u8,
+                rng.next_u64() as u8,
+            );
         }
         IpRepr::V6 {
             dscp,
@@ -136,7 +117,7 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
             ..
         } => {
             (*dscp, *ecn) = (rng.below(64) as u8, rng.below(4) as u8);
-            (*flow_label, *hop_limit) = (rng.below(1 << 20) as u32, rng.bits() as u8);
+            (*flow_label, *hop_limit) = (rng.below(1 << 20) as u32, rng.next_u64() as u8);
             r.udp.checksum = UdpChecksum::Computed;
         }
     }
@@ -144,39 +125,41 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
     let x = &mut r.ext;
     if h.contains(Headers::DETH) {
         x.deth = Some(DethRepr {
-            qkey: rng.bits() as u32,
+            qkey: rng.next_u64() as u32,
             src_qp: rng.below(1 << 24) as u32,
         });
     }
     if h.contains(Headers::RETH) {
         x.reth = Some(RethRepr {
-            va: rng.bits(),
-            rkey: rng.bits() as u32,
-            dma_len: rng.bits() as u32,
+            va: rng.next_u64(),
+            rkey: rng.next_u64() as u32,
+            dma_len: rng.next_u64() as u32,
         });
     }
     if h.contains(Headers::ATOMIC_ETH) {
         x.atomic_eth = Some(AtomicEthRepr {
-            va: rng.bits() & !7,
-            rkey: rng.bits() as u32,
-            swap_add: rng.bits(),
-            compare: rng.bits(),
+            va: rng.next_u64() & !7,
+            rkey: rng.next_u64() as u32,
+            swap_add: rng.next_u64(),
+            compare: rng.next_u64(),
         });
     }
     if h.contains(Headers::AETH) {
         x.aeth = Some(AethRepr {
-            syndrome: Syndrome::from_byte(rng.bits() as u8 & 0x7f),
+            syndrome: Syndrome::from_byte(rng.next_u64() as u8 & 0x7f),
             msn: rng.below(1 << 24) as u32,
         });
     }
     if h.contains(Headers::ATOMIC_ACK_ETH) {
-        x.atomic_ack_eth = Some(AtomicAckEthRepr { orig: rng.bits() });
+        x.atomic_ack_eth = Some(AtomicAckEthRepr {
+            orig: rng.next_u64(),
+        });
     }
     if h.contains(Headers::IMMDT) {
-        x.immdt = Some(rng.bits() as u32);
+        x.immdt = Some(rng.next_u64() as u32);
     }
     if h.contains(Headers::IETH) {
-        x.ieth = Some(rng.bits() as u32);
+        x.ieth = Some(rng.next_u64() as u32);
     }
 }
 

@@ -191,7 +191,7 @@ impl Sim {
     }
 
     fn chance(&mut self, p: f64) -> bool {
-        let x = (self.rng.bits() >> 11) as f64 / (1u64 << 53) as f64;
+        let x = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         p > 0.0 && x < p
     }
 

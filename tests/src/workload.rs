@@ -346,7 +346,7 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
         spans[side].1 = spans[side].1.max(addr + len.max(1) as u64);
         addr
     };
-    let counter = rng.bits();
+    let counter = rng.next_u64();
     let ctr = alloc(sim, 1, &counter.to_ne_bytes(), 8);
     let mut current = counter;
     let n_ops = 5 + rng.below(26) as usize;
@@ -384,14 +384,14 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
             Kind::Write | Kind::WriteImm => (alloc(sim, 0, &data, len), alloc(sim, 1, &[], len)),
             Kind::FetchAdd | Kind::CompareSwap => {
                 orig = current;
-                operand = rng.bits();
+                operand = rng.next_u64();
                 if kind == Kind::FetchAdd {
                     current = current.wrapping_add(operand);
                 } else {
                     compare = if rng.flip() {
                         current
                     } else {
-                        current ^ (rng.bits() | 1)
+                        current ^ (rng.next_u64() | 1)
                     };
                     if compare == current {
                         current = operand;

@@ -13,7 +13,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use softrnic_emu_core::cm::ConnId;
-use softrnic_emu_core::{AddressHandle, Gid, Instant, Mtu, QpType};
+use softrnic_emu_core::{AddressHandle, Gid, Instant, Mtu, QpType, Rng};
 use softrnic_wire::EthernetAddress;
 use softrnic_wire::cm::{CmaHeader, ip_service, ip_service_id, rej_reason};
 
@@ -191,7 +191,7 @@ pub(super) struct Channel {
 }
 
 /// The ids of every channel, and the connections they have on each device.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct RdmaCm {
     ids: HashMap<u32, Id>,
     next: u32,
@@ -203,25 +203,25 @@ pub(super) struct RdmaCm {
     joins: HashMap<u32, multicast::Join>,
     next_mc: u32,
     /// Picks ephemeral ports and first PSNs.
-    seed: u64,
+    rng: Rng,
 }
 
 impl RdmaCm {
     /// No ids yet; `seed` spreads the ports and PSNs it picks.
     pub fn seeded(seed: u64) -> RdmaCm {
         RdmaCm {
-            seed,
-            ..RdmaCm::default()
+            ids: HashMap::new(),
+            next: 0,
+            conns: HashMap::new(),
+            services: HashMap::new(),
+            joins: HashMap::new(),
+            next_mc: 0,
+            rng: Rng::new(seed),
         }
     }
 
     fn random(&mut self) -> u64 {
-        // splitmix64: enough to spread ports and PSNs; nothing here needs to be secret.
-        self.seed = self.seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.rng.next_u64()
     }
 
     /// Whether binding `addr` in port space `ps` clashes with another id (the kernel's
