@@ -115,8 +115,15 @@ pub struct KeyTable {
     windows: usize,
 }
 
+/// The object a key names, whatever its key byte: an L_Key or R_Key is the object's index and
+/// a variant byte (IBA 10.6: the low 8 bits are the consumer's key portion, which a memory
+/// window's bind changes).
+pub fn key_index(key: u32) -> u32 {
+    key >> 8
+}
+
 fn split(key: u32) -> (usize, u8) {
-    ((key >> 8) as usize, key as u8)
+    (key_index(key) as usize, key as u8)
 }
 
 impl KeyTable {

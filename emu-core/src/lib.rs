@@ -45,7 +45,7 @@ pub use engine::{Config, Engine, MAX_FRAME, QpInit};
 pub use error::{Result, VerbsError};
 pub use event::Event;
 pub use gid::Gid;
-pub use keys::{Access, MwType};
+pub use keys::{Access, MwType, key_index};
 pub use memory::{Fault, HeapMemory, Memory, Space};
 pub use qp::QpCap;
 pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};

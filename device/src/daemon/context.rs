@@ -8,7 +8,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 
-use softrnic_emu_core::{AttrMask, Engine, Event, Space, VerbsError};
+use softrnic_emu_core::{AttrMask, Engine, Event, Space, VerbsError, key_index};
 
 use super::rings::Rings;
 use super::{Daemon, ProcessMemory};
@@ -619,9 +619,9 @@ impl Daemon {
                 })
             }
             // A window is owned by its index: its key byte changes with each bind.
-            Request::DeallocMw(key) if o.mws.iter().any(|k| k >> 8 == key >> 8) => {
+            Request::DeallocMw(key) if o.mws.iter().any(|&k| key_index(k) == key_index(key)) => {
                 handle_or(engine.dealloc_mw(key), |()| {
-                    o.mws.retain(|k| k >> 8 != key >> 8);
+                    o.mws.retain(|&k| key_index(k) != key_index(key));
                     Reply::Ok
                 })
             }
