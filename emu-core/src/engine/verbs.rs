@@ -1,0 +1,545 @@
+//! The engine's verbs: protection domains, memory regions and windows, CQs, SRQs and QPs made,
+//! changed and destroyed, and work posted, with the IBA's and rxe's checks.
+
+use std::collections::VecDeque;
+
+use softrnic_wire::MULTICAST_QPN;
+
+use super::{Engine, Pd, QpInit};
+use crate::completer::Completer;
+use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
+use crate::gid::Gid;
+use crate::keys::{Access, MwType};
+use crate::memory::{Memory, Space};
+use crate::qp::{Qp, QpCap, SendWqe, Srq};
+use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
+use crate::requester::Requester;
+use crate::responder::Responder;
+use crate::wr::{RecvWr, SendWr, WorkQueue};
+use crate::{Result, VerbsError};
+
+impl<M: Memory> Engine<M> {
+    // --- Protection domains and memory -------------------------------------------------
+
+    /// Allocates a protection domain whose memory lives in address space `space`.
+    pub fn alloc_pd(&mut self, space: Space) -> Result<u32> {
+        if self.pds.len() >= self.device.max_pd as usize {
+            return Err(VerbsError::NoMemory("too many protection domains"));
+        }
+        Ok(self.pds.insert(Pd { space }))
+    }
+
+    /// Frees a protection domain; EBUSY while anything still uses it.
+    pub fn dealloc_pd(&mut self, pd: u32) -> Result<()> {
+        self.pds.get(pd).ok_or(VerbsError::Invalid("no such PD"))?;
+        let in_use = self.sh.keys.count_in_pd(pd) > 0
+            || self.qps.values().any(|q| q.pd == pd)
+            || self.sh.srqs.iter().any(|(_, s)| s.pd == pd);
+        if in_use {
+            return Err(VerbsError::Busy("the PD still has objects"));
+        }
+        self.pds.remove(pd);
+        Ok(())
+    }
+
+    fn space_of(&self, pd: u32) -> Result<Space> {
+        Ok(self
+            .pds
+            .get(pd)
+            .ok_or(VerbsError::Invalid("no such PD"))?
+            .space)
+    }
+
+    /// Registers memory; returns the key, which is both lkey and rkey.
+    pub fn reg_mr(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Result<u32> {
+        let space = self.space_of(pd)?;
+        if len > self.device.max_mr_size {
+            return Err(VerbsError::Invalid("region larger than max_mr_size"));
+        }
+        if self.sh.keys.regions() >= self.device.max_mr as usize {
+            return Err(VerbsError::NoMemory("too many memory regions"));
+        }
+        self.sh
+            .keys
+            .register(&mut self.sh.rng, pd, space, addr, len, access)
+    }
+
+    /// Deregisters memory: its key stops working at once.
+    pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
+        self.sh.keys.deregister(key)
+    }
+
+    /// Allocates a memory window; returns its rkey (unbound until a bind).
+    pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType) -> Result<u32> {
+        self.space_of(pd)?;
+        if self.sh.keys.windows() >= self.device.max_mw as usize {
+            return Err(VerbsError::NoMemory("too many memory windows"));
+        }
+        Ok(self.sh.keys.alloc_mw(&mut self.sh.rng, pd, mw_type))
+    }
+
+    /// Frees a memory window, named by any of its keys (the one `alloc_mw` gave, or the one
+    /// its last bind set).
+    pub fn dealloc_mw(&mut self, key: u32) -> Result<()> {
+        self.sh.keys.dealloc_mw(key)
+    }
+
+    // --- Completion queues ---------------------------------------------------------------
+
+    /// Creates a CQ with room for `cqe` completions.
+    pub fn create_cq(&mut self, cqe: u32) -> Result<u32> {
+        if cqe == 0 || cqe > self.device.max_cqe {
+            return Err(VerbsError::Invalid("cqe must be 1..=max_cqe"));
+        }
+        Ok(self.sh.cqs.insert(Cq::new(cqe as usize)))
+    }
+
+    /// Destroys a CQ; EBUSY while a QP uses it.
+    pub fn destroy_cq(&mut self, cq: u32) -> Result<()> {
+        self.sh
+            .cqs
+            .get(cq)
+            .ok_or(VerbsError::Invalid("no such CQ"))?;
+        if self
+            .qps
+            .values()
+            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+        {
+            return Err(VerbsError::Busy("a QP uses the CQ"));
+        }
+        self.sh.cqs.remove(cq);
+        Ok(())
+    }
+
+    /// Changes a CQ's size.
+    pub fn resize_cq(&mut self, cq: u32, cqe: u32) -> Result<()> {
+        if cqe == 0 || cqe > self.device.max_cqe {
+            return Err(VerbsError::Invalid("cqe must be 1..=max_cqe"));
+        }
+        self.cq_mut(cq)?.resize(cqe as usize)
+    }
+
+    /// How many completions wait in a CQ.
+    pub fn cq_len(&self, cq: u32) -> Result<usize> {
+        self.sh
+            .cqs
+            .get(cq)
+            .map(Cq::len)
+            .ok_or(VerbsError::Invalid("no such CQ"))
+    }
+
+    fn cq_mut(&mut self, cq: u32) -> Result<&mut Cq> {
+        self.sh
+            .cqs
+            .get_mut(cq)
+            .ok_or(VerbsError::Invalid("no such CQ"))
+    }
+
+    /// Takes up to `out.len()` completions.
+    pub fn poll_cq(&mut self, cq: u32, out: &mut [Wc]) -> Result<usize> {
+        Ok(self.cq_mut(cq)?.poll(out))
+    }
+
+    /// Arms a CQ for one notification (`ibv_req_notify_cq`).
+    pub fn req_notify_cq(&mut self, cq: u32, solicited_only: bool) -> Result<()> {
+        self.cq_mut(cq)?.arm(solicited_only);
+        Ok(())
+    }
+
+    // --- Shared receive queues -----------------------------------------------------------
+
+    /// Creates an SRQ.
+    pub fn create_srq(&mut self, pd: u32, max_wr: u32, max_sge: u32) -> Result<u32> {
+        self.space_of(pd)?;
+        if max_wr == 0 || max_wr > self.device.max_srq_wr || max_sge > self.device.max_srq_sge {
+            return Err(VerbsError::Invalid("SRQ size beyond the device's limits"));
+        }
+        Ok(self.sh.srqs.insert(Srq {
+            pd,
+            queue: VecDeque::new(),
+            max_wr,
+            max_sge,
+            limit: 0,
+        }))
+    }
+
+    /// Arms an SRQ's limit event (`ibv_modify_srq` with IBV_SRQ_LIMIT).
+    pub fn modify_srq_limit(&mut self, srq: u32, limit: u32) -> Result<()> {
+        let s = self
+            .sh
+            .srqs
+            .get_mut(srq)
+            .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        if limit > s.max_wr {
+            return Err(VerbsError::Invalid("limit above the SRQ's size"));
+        }
+        s.limit = limit;
+        Ok(())
+    }
+
+    /// Destroys an SRQ; EBUSY while a QP uses it.
+    pub fn destroy_srq(&mut self, srq: u32) -> Result<()> {
+        self.sh
+            .srqs
+            .get(srq)
+            .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        if self.qps.values().any(|q| q.srq == Some(srq)) {
+            return Err(VerbsError::Busy("a QP uses the SRQ"));
+        }
+        self.sh.srqs.remove(srq);
+        Ok(())
+    }
+
+    /// How many more WRs the queue takes before a post fails with ENOMEM (0 for a queue that
+    /// does not exist): for a program that posts through shared memory, which the daemon
+    /// leaves there while the engine has no room.
+    pub fn room(&self, queue: WorkQueue) -> usize {
+        let qp = |qpn| self.qps.get(&qpn);
+        match queue {
+            WorkQueue::Send(qpn) => qp(qpn).map_or(0, |q| q.cap.max_send_wr as usize - q.sq.len()),
+            WorkQueue::Recv(qpn) => qp(qpn).map_or(0, |q| q.cap.max_recv_wr as usize - q.rq.len()),
+            WorkQueue::Srq(srq) => self
+                .sh
+                .srqs
+                .get(srq)
+                .map_or(0, |s| s.max_wr as usize - s.queue.len()),
+        }
+    }
+
+    /// Posts a receive WR to an SRQ.
+    pub fn post_srq_recv(&mut self, srq: u32, wr: RecvWr) -> Result<()> {
+        let s = self
+            .sh
+            .srqs
+            .get_mut(srq)
+            .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        if wr.sgl.len() > s.max_sge as usize {
+            return Err(VerbsError::Invalid("too many SGEs"));
+        }
+        if s.queue.len() >= s.max_wr as usize {
+            return Err(VerbsError::NoMemory("the SRQ is full"));
+        }
+        s.queue.push_back(wr);
+        Ok(())
+    }
+
+    // --- Queue pairs -----------------------------------------------------------------------
+
+    /// Creates a QP in RESET; returns its number.
+    pub fn create_qp(&mut self, pd: u32, init: QpInit) -> Result<u32> {
+        let space = self.space_of(pd)?;
+        let d = &self.device;
+        let c = &init.cap;
+        if c.max_send_wr > d.max_qp_wr
+            || c.max_recv_wr > d.max_qp_wr
+            || c.max_send_sge > d.max_sge
+            || c.max_recv_sge > d.max_sge
+            || c.max_inline_data > d.max_inline_data
+        {
+            return Err(VerbsError::Invalid(
+                "QP capabilities beyond the device's limits",
+            ));
+        }
+        if self.qps.len() >= d.max_qp as usize {
+            return Err(VerbsError::NoMemory("too many QPs"));
+        }
+        if self.sh.cqs.get(init.send_cq).is_none() || self.sh.cqs.get(init.recv_cq).is_none() {
+            return Err(VerbsError::Invalid("no such CQ"));
+        }
+        if let Some(srq) = init.srq
+            && self.sh.srqs.get(srq).is_none_or(|s| s.pd != pd)
+        {
+            return Err(VerbsError::Invalid("no such SRQ in this PD"));
+        }
+        let qpn = loop {
+            let qpn = self.next_qpn;
+            // 0xFFFFFF is the multicast QPN, never a QP's.
+            self.next_qpn = if qpn + 1 >= MULTICAST_QPN {
+                0x11
+            } else {
+                qpn + 1
+            };
+            // A number whose connection waits out TIMEWAIT is skipped (IBA 12.9.8.3).
+            if !self.qps.contains_key(&qpn) && !self.cm.holds_qpn(qpn) {
+                break qpn;
+            }
+        };
+        // RoCEv2 puts per-flow entropy in the UDP source port (Annex A17.5.1.1), from the
+        // dynamic range as rxe does.
+        let udp_src_port = 0xc000 | (self.sh.rng.next_u32() as u16 & 0x3fff);
+        let attr = QpAttr::default();
+        let qp = Qp {
+            qpn,
+            qp_type: init.qp_type,
+            state: QpState::Reset,
+            pd,
+            space,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: init.srq,
+            cap: init.cap,
+            sq_sig_all: init.sq_sig_all,
+            block_self_mcast_lb: init.block_self_mcast_lb,
+            attr,
+            sq: VecDeque::new(),
+            rq: VecDeque::new(),
+            req: Requester::default(),
+            comp: Completer::default(),
+            resp: Responder::default(),
+            path: None,
+            udp_src_port,
+            queued: false,
+            established: false,
+            drained: false,
+        };
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// The QP's current attributes and state.
+    pub fn query_qp(&self, qpn: u32) -> Result<(QpAttr, QpCap)> {
+        let qp = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        let attr = QpAttr {
+            qp_state: qp.state,
+            cur_qp_state: qp.state,
+            ..qp.attr
+        };
+        Ok((attr, qp.cap))
+    }
+
+    /// The QP's transport.
+    pub fn qp_type(&self, qpn: u32) -> Option<QpType> {
+        self.qps.get(&qpn).map(|q| q.qp_type)
+    }
+
+    /// The QP's state.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.qps.get(&qpn).map(|q| q.state)
+    }
+
+    /// Changes a QP's attributes and state (`ibv_modify_qp`), with the IBA rules for which
+    /// attributes each transition requires and allows.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: AttrMask) -> Result<()> {
+        let (max_rd, max_dest) = (self.device.max_qp_init_rd_atom, self.device.max_qp_rd_atom);
+        let qp = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        let to = check_modify(qp.qp_type, qp.state, attr, mask)?;
+        if mask.contains(AttrMask::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic as u32 > max_rd {
+            return Err(VerbsError::Invalid(
+                "max_rd_atomic above the device's limit",
+            ));
+        }
+        if mask.contains(AttrMask::MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic as u32 > max_dest
+        {
+            return Err(VerbsError::Invalid(
+                "max_dest_rd_atomic above the device's limit",
+            ));
+        }
+        let path = match (mask.contains(AttrMask::AV), attr.ah) {
+            (true, Some(ah)) => Some(self.sh.path(&ah, qp.udp_src_port).ok_or(
+                VerbsError::Invalid("bad sgid_index, or GIDs of different IP versions"),
+            )?),
+            _ => None,
+        };
+        let qp = self.qps.get_mut(&qpn).expect("checked");
+        let a = &mut qp.attr;
+        let m = |bit| mask.contains(bit);
+        macro_rules! take {
+            ($($bit:ident => $field:ident),* $(,)?) => {
+                $(if m(AttrMask::$bit) { a.$field = attr.$field; })*
+            };
+        }
+        take!(
+            ACCESS_FLAGS => qp_access_flags,
+            QKEY => qkey,
+            AV => ah,
+            PATH_MTU => path_mtu,
+            TIMEOUT => timeout,
+            RETRY_CNT => retry_cnt,
+            RNR_RETRY => rnr_retry,
+            RQ_PSN => rq_psn,
+            SQ_PSN => sq_psn,
+            MAX_QP_RD_ATOMIC => max_rd_atomic,
+            MAX_DEST_RD_ATOMIC => max_dest_rd_atomic,
+            MIN_RNR_TIMER => min_rnr_timer,
+            DEST_QPN => dest_qp_num,
+            EN_SQD_ASYNC_NOTIFY => en_sqd_async_notify,
+            PKEY_INDEX => pkey_index,
+        );
+        // What follows from the new values.
+        if m(AttrMask::AV) {
+            qp.path = path;
+        }
+        if m(AttrMask::RETRY_CNT) {
+            qp.comp.retry_left = a.retry_cnt;
+        }
+        if m(AttrMask::RNR_RETRY) {
+            qp.comp.rnr_left = a.rnr_retry;
+        }
+        if m(AttrMask::RQ_PSN) {
+            qp.resp = Responder::new(a.rq_psn);
+        }
+        if m(AttrMask::SQ_PSN) {
+            qp.req = Requester::new(a.sq_psn);
+            qp.comp = Completer::new(a.sq_psn, a.retry_cnt, a.rnr_retry);
+        }
+        match to {
+            QpState::Err => qp.enter_error(&mut self.sh),
+            QpState::Reset => {
+                // IBA 10.3.1: RESET discards all WRs without completions.
+                qp.sq.clear();
+                qp.rq.clear();
+                qp.resp = Responder::default();
+                qp.req = Requester::default();
+                qp.comp = Completer::default();
+                qp.established = false;
+                qp.state = QpState::Reset;
+            }
+            QpState::Sqd => {
+                if qp.state != QpState::Sqd {
+                    qp.drained = false;
+                }
+                qp.state = QpState::Sqd;
+                qp.check_drained(&mut self.sh);
+            }
+            s => qp.state = s,
+        }
+        self.mark_ready(qpn);
+        Ok(())
+    }
+
+    /// Destroys a QP; its outstanding WRs are discarded and it leaves its multicast groups.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        self.qps
+            .remove(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        self.groups.detach_all(qpn);
+        Ok(())
+    }
+
+    /// Attaches a UD QP to the multicast group `gid` (`ibv_attach_mcast`). As in the kernel's
+    /// `ib_attach_mcast`, the GID must be a multicast one and the QP UD (EINVAL); on RoCE the
+    /// multicast LID is ignored (Annex A16/A17).
+    pub fn attach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<()> {
+        let qp = self
+            .qps
+            .get(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        if !gid.is_multicast() {
+            return Err(VerbsError::Invalid("not a multicast GID"));
+        }
+        if qp.qp_type != QpType::Ud {
+            return Err(VerbsError::Invalid("only UD QPs join multicast groups"));
+        }
+        self.groups.attach(gid, qpn, &self.device)
+    }
+
+    /// Detaches a QP from a multicast group (`ibv_detach_mcast`): EINVAL if not attached.
+    pub fn detach_mcast(&mut self, qpn: u32, gid: Gid) -> Result<()> {
+        if !self.qps.contains_key(&qpn) {
+            return Err(VerbsError::Invalid("no such QP"));
+        }
+        self.groups.detach(gid, qpn)
+    }
+
+    /// The multicast groups some QP of this device is attached to: the device's link must
+    /// receive their packets.
+    pub fn multicast_groups(&self) -> impl Iterator<Item = Gid> + '_ {
+        self.groups.groups()
+    }
+
+    /// Posts a send WR (`ibv_post_send`). Checks what rxe checks at post time (EINVAL for a
+    /// WR the QP cannot carry, ENOMEM when the queue is full); a QP in error completes it at
+    /// once with IBV_WC_WR_FLUSH_ERR.
+    pub fn post_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
+        self.post_send_with(qpn, wr, None)
+    }
+
+    /// [`post_send`](Self::post_send) with the bytes of an inline WR already taken (by a
+    /// program that posts through shared memory and copied them when it posted). They must
+    /// be the SGEs' total length.
+    pub fn post_send_with(&mut self, qpn: u32, wr: SendWr, taken: Option<Vec<u8>>) -> Result<()> {
+        let qp = self
+            .qps
+            .get_mut(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        if qp.state < QpState::Rts && qp.state != QpState::Err {
+            return Err(VerbsError::Invalid("the QP is not ready to send"));
+        }
+        let len = wr.check(qp.qp_type, &qp.cap)?;
+        if qp.sq.len() >= qp.cap.max_send_wr as usize {
+            return Err(VerbsError::NoMemory("the send queue is full"));
+        }
+        let inline = if wr.is_inline() {
+            // Inline data is copied now; its lkeys are not checked (IBA 10.8.2.2).
+            if let Some(data) = taken {
+                if data.len() != len as usize {
+                    return Err(VerbsError::Invalid("inline data of the wrong length"));
+                }
+                Some(data.into_boxed_slice())
+            } else {
+                let mut data = vec![0; len as usize].into_boxed_slice();
+                let mut at = 0;
+                for sge in &wr.sgl {
+                    let dst = &mut data[at..at + sge.length as usize];
+                    self.sh
+                        .mem
+                        .read(qp.space, sge.addr, dst)
+                        .map_err(|_| VerbsError::Invalid("inline data address not readable"))?;
+                    at += sge.length as usize;
+                }
+                Some(data)
+            }
+        } else {
+            None
+        };
+        qp.sq.push_back(SendWqe {
+            wr,
+            inline,
+            len,
+            first_psn: 0,
+            last_psn: 0,
+            read_done: 0,
+            status: None,
+            sent: false,
+        });
+        if qp.state == QpState::Err {
+            qp.enter_error(&mut self.sh);
+        }
+        self.mark_ready(qpn);
+        Ok(())
+    }
+
+    /// Posts a receive WR to a QP's own receive queue (`ibv_post_recv`).
+    pub fn post_recv(&mut self, qpn: u32, wr: RecvWr) -> Result<()> {
+        let qp = self
+            .qps
+            .get_mut(&qpn)
+            .ok_or(VerbsError::Invalid("no such QP"))?;
+        if qp.srq.is_some() {
+            return Err(VerbsError::Invalid("the QP uses an SRQ"));
+        }
+        if qp.state == QpState::Reset {
+            return Err(VerbsError::Invalid("the QP is in RESET"));
+        }
+        if wr.sgl.len() > qp.cap.max_recv_sge as usize {
+            return Err(VerbsError::Invalid("too many SGEs"));
+        }
+        if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+            return Err(VerbsError::NoMemory("the receive queue is full"));
+        }
+        if qp.state == QpState::Err {
+            let wc = Wc::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn);
+            let cq = qp.recv_cq;
+            self.sh.complete(cq, wc);
+            return Ok(());
+        }
+        qp.rq.push_back(wr);
+        Ok(())
+    }
+}
