@@ -10,6 +10,7 @@
 mod context;
 mod memory;
 mod rdma_cm;
+mod requests;
 mod rings;
 
 use std::collections::{BTreeSet, HashMap};
