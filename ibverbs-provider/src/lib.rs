@@ -25,13 +25,15 @@ extern crate softrnic_verbs_abi;
 
 pub use softrnic_verbs_abi::{abi, set_errno};
 
+pub mod addressing;
 mod compat;
 pub mod context;
 pub mod convert;
 pub mod cq;
 pub mod device;
+pub mod kernel;
 pub mod memory;
-pub mod misc;
+pub mod names;
 pub mod private;
 pub mod qp;
 pub mod qp_ex;
