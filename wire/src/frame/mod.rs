@@ -8,20 +8,21 @@
 //! The builder does not pad frames to Ethernet's 60-byte minimum (the NIC does, as for any
 //! frame); the parser ignores bytes after the IP packet, which is where such padding goes.
 
-use crate::aeth::{Aeth, AethRepr};
-use crate::atomic::{AtomicAckEth, AtomicAckEthRepr, AtomicEth, AtomicEthRepr};
 use crate::bth::{Bth, BthRepr};
-use crate::deth::{Deth, DethRepr};
 use crate::icrc::{self, ICRC_LEN};
-use crate::imm::{Ieth, ImmDt};
 use crate::opcode::Headers;
-use crate::reth::{Reth, RethRepr};
 use crate::vlan::{self, VlanTag};
 use crate::{Error, ROCEV2_UDP_PORT, Result};
 use smoltcp::wire::{
-    EthernetAddress, EthernetFrame, EthernetProtocol, IpAddress, IpProtocol, Ipv4Address,
-    Ipv4Packet, Ipv6Address, Ipv6Packet, UdpPacket,
+    EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet, Ipv6Packet, UdpPacket,
 };
+
+mod ext;
+mod outer;
+
+pub use ext::ExtRepr;
+pub use outer::{EthRepr, IpRepr, UdpChecksum, UdpRepr};
+use outer::{parse_ipv4, parse_ipv6};
 
 const ETH_LEN: usize = 14;
 const VLAN_LEN: usize = 4;
@@ -31,234 +32,6 @@ const UDP_LEN: usize = 8;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_IPV6: u16 = 0x86dd;
 const PROTO_UDP: u8 = 17;
-
-/// The Ethernet header's fields.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct EthRepr {
-    /// Destination MAC (the next hop's).
-    pub dst: EthernetAddress,
-    /// Source MAC.
-    pub src: EthernetAddress,
-    /// An optional 802.1Q tag, for VLANs and the PFC priority.
-    pub vlan: Option<VlanTag>,
-}
-
-impl EthRepr {
-    /// An untagged header from `src` to `dst`.
-    pub const fn untagged(dst: EthernetAddress, src: EthernetAddress) -> Self {
-        EthRepr {
-            dst,
-            src,
-            vlan: None,
-        }
-    }
-}
-
-/// The IP header's fields. DSCP and ECN are the same 8 bits in both versions (the IPv4 Type of
-/// Service and the IPv6 Traffic Class).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum IpRepr {
-    /// IPv4, 20 bytes, Don't Fragment set.
-    V4 {
-        /// Source address.
-        src: Ipv4Address,
-        /// Destination address.
-        dst: Ipv4Address,
-        /// Differentiated Services Code Point (6 bits).
-        dscp: u8,
-        /// Explicit Congestion Notification (2 bits): 0 Not-ECT, 1/2 ECT, 3 CE.
-        ecn: u8,
-        /// Time to live.
-        ttl: u8,
-    },
-    /// IPv6, 40 bytes, no extension headers.
-    V6 {
-        /// Source address.
-        src: Ipv6Address,
-        /// Destination address.
-        dst: Ipv6Address,
-        /// Differentiated Services Code Point (6 bits).
-        dscp: u8,
-        /// Explicit Congestion Notification (2 bits).
-        ecn: u8,
-        /// Flow label (20 bits).
-        flow_label: u32,
-        /// Hop limit.
-        hop_limit: u8,
-    },
-}
-
-impl IpRepr {
-    /// Plain IPv4, as a socket sends by default: DSCP 0, not ECN-capable, TTL 64.
-    pub const fn v4(src: Ipv4Address, dst: Ipv4Address) -> Self {
-        IpRepr::V4 {
-            src,
-            dst,
-            dscp: 0,
-            ecn: 0,
-            ttl: 64,
-        }
-    }
-    /// The header's length.
-    pub const fn header_len(&self) -> usize {
-        match self {
-            IpRepr::V4 { .. } => IPV4_LEN,
-            IpRepr::V6 { .. } => IPV6_LEN,
-        }
-    }
-    /// The DSCP.
-    pub const fn dscp(&self) -> u8 {
-        match *self {
-            IpRepr::V4 { dscp, .. } | IpRepr::V6 { dscp, .. } => dscp,
-        }
-    }
-    /// The ECN bits.
-    pub const fn ecn(&self) -> u8 {
-        match *self {
-            IpRepr::V4 { ecn, .. } | IpRepr::V6 { ecn, .. } => ecn,
-        }
-    }
-    /// The source and destination addresses.
-    pub fn addrs(&self) -> (IpAddress, IpAddress) {
-        match *self {
-            IpRepr::V4 { src, dst, .. } => (src.into(), dst.into()),
-            IpRepr::V6 { src, dst, .. } => (src.into(), dst.into()),
-        }
-    }
-}
-
-/// Whether the UDP checksum is sent. The ICRC already covers the transport, so RoCEv2 senders
-/// usually leave it zero over IPv4; IPv6 requires one (RFC 8200 8.1), and tools flag its absence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum UdpChecksum {
-    /// Sent as zero (no checksum).
-    Zero,
-    /// Computed over the pseudo-header and the datagram, ICRC included.
-    Computed,
-}
-
-/// The UDP header's fields. The destination port is always 4791.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct UdpRepr {
-    /// Source port: RoCEv2 puts per-flow entropy here for ECMP (Annex A17.5.1.1).
-    pub src_port: u16,
-    /// Whether a checksum is sent. The parser does not verify it (the ICRC protects the
-    /// transport, and virtual NICs with checksum offload hand frames over with it unfinished).
-    pub checksum: UdpChecksum,
-}
-
-impl UdpRepr {
-    /// From `src_port`, with no checksum (as RoCEv2 senders do over IPv4).
-    pub const fn unchecked(src_port: u16) -> Self {
-        UdpRepr {
-            src_port,
-            checksum: UdpChecksum::Zero,
-        }
-    }
-}
-
-/// The extension headers after the BTH. Exactly those the opcode requires must be present.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct ExtRepr {
-    /// DETH (UD).
-    pub deth: Option<DethRepr>,
-    /// RETH (RDMA WRITE first/only, READ request).
-    pub reth: Option<RethRepr>,
-    /// AtomicETH (COMPARE_SWAP, FETCH_ADD).
-    pub atomic_eth: Option<AtomicEthRepr>,
-    /// AETH (ACK, READ response first/last/only, ATOMIC ACK).
-    pub aeth: Option<AethRepr>,
-    /// AtomicAckETH (ATOMIC ACK).
-    pub atomic_ack_eth: Option<AtomicAckEthRepr>,
-    /// Immediate data.
-    pub immdt: Option<u32>,
-    /// IETH: the R_Key to invalidate.
-    pub ieth: Option<u32>,
-}
-
-impl ExtRepr {
-    /// The set of headers present (the CNP's reserved bytes have no fields, so never included).
-    pub fn headers(&self) -> Headers {
-        let mut h = Headers::NONE;
-        for (present, header) in [
-            (self.deth.is_some(), Headers::DETH),
-            (self.reth.is_some(), Headers::RETH),
-            (self.atomic_eth.is_some(), Headers::ATOMIC_ETH),
-            (self.aeth.is_some(), Headers::AETH),
-            (self.atomic_ack_eth.is_some(), Headers::ATOMIC_ACK_ETH),
-            (self.immdt.is_some(), Headers::IMMDT),
-            (self.ieth.is_some(), Headers::IETH),
-        ] {
-            if present {
-                h = h.with(header);
-            }
-        }
-        h
-    }
-
-    /// Writes the headers in wire order into `buf`, which starts right after the BTH and holds
-    /// exactly `headers.len()` bytes. The caller has checked that `self.headers()` matches.
-    fn emit(&self, headers: Headers, buf: &mut [u8]) {
-        let at = |h| headers.offset_of(h).unwrap_or(0);
-        if let Some(r) = &self.deth {
-            r.emit(&mut Deth::new_unchecked(&mut buf[at(Headers::DETH)..]));
-        }
-        if let Some(r) = &self.reth {
-            r.emit(&mut Reth::new_unchecked(&mut buf[at(Headers::RETH)..]));
-        }
-        if let Some(r) = &self.atomic_eth {
-            r.emit(&mut AtomicEth::new_unchecked(
-                &mut buf[at(Headers::ATOMIC_ETH)..],
-            ));
-        }
-        if let Some(r) = &self.aeth {
-            r.emit(&mut Aeth::new_unchecked(&mut buf[at(Headers::AETH)..]));
-        }
-        if let Some(r) = &self.atomic_ack_eth {
-            r.emit(&mut AtomicAckEth::new_unchecked(
-                &mut buf[at(Headers::ATOMIC_ACK_ETH)..],
-            ));
-        }
-        if let Some(v) = self.immdt {
-            ImmDt::new_unchecked(&mut buf[at(Headers::IMMDT)..]).emit(v);
-        }
-        if let Some(v) = self.ieth {
-            Ieth::new_unchecked(&mut buf[at(Headers::IETH)..]).emit(v);
-        }
-        if let Some(off) = headers.offset_of(Headers::CNP_RESERVED) {
-            buf[off..off + 16].fill(0);
-        }
-    }
-
-    /// Parses the headers `headers` from `buf`, which starts right after the BTH and holds at
-    /// least `headers.len()` bytes.
-    fn parse(headers: Headers, buf: &[u8]) -> Result<ExtRepr> {
-        let at = |h| headers.offset_of(h).map(|off| &buf[off..]);
-        Ok(ExtRepr {
-            deth: at(Headers::DETH)
-                .map(|b| DethRepr::parse(&Deth::new_unchecked(b)))
-                .transpose()?,
-            reth: at(Headers::RETH)
-                .map(|b| RethRepr::parse(&Reth::new_unchecked(b)))
-                .transpose()?,
-            atomic_eth: at(Headers::ATOMIC_ETH)
-                .map(|b| AtomicEthRepr::parse(&AtomicEth::new_unchecked(b)))
-                .transpose()?,
-            aeth: at(Headers::AETH)
-                .map(|b| AethRepr::parse(&Aeth::new_unchecked(b)))
-                .transpose()?,
-            atomic_ack_eth: at(Headers::ATOMIC_ACK_ETH)
-                .map(|b| AtomicAckEthRepr::parse(&AtomicAckEth::new_unchecked(b)))
-                .transpose()?,
-            immdt: at(Headers::IMMDT)
-                .map(|b| ImmDt::new_unchecked(b).parse())
-                .transpose()?,
-            ieth: at(Headers::IETH)
-                .map(|b| Ieth::new_unchecked(b).parse())
-                .transpose()?,
-        })
-    }
-}
 
 /// Where each part of a frame starts, as byte offsets from the start of the frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -631,76 +404,11 @@ fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
     })
 }
 
-/// Parses an IPv4 header; returns it, its length and the end of the packet within `rest`.
-fn parse_ipv4(rest: &[u8]) -> Result<(IpRepr, usize, usize)> {
-    if rest.len() < IPV4_LEN {
-        return Err(Error::Truncated);
-    }
-    let ip = Ipv4Packet::new_unchecked(rest);
-    if ip.version() != 4 {
-        return Err(Error::BadIpVersion(ip.version()));
-    }
-    match usize::from(ip.header_len()) {
-        IPV4_LEN => {}
-        n if n > IPV4_LEN => return Err(Error::Ipv4Options),
-        _ => return Err(Error::BadIpLength),
-    }
-    let total = usize::from(ip.total_len());
-    if total < IPV4_LEN || total > rest.len() {
-        return Err(Error::BadIpLength);
-    }
-    if !ip.verify_checksum() {
-        return Err(Error::BadIpChecksum);
-    }
-    if ip.more_frags() || ip.frag_offset() != 0 {
-        return Err(Error::IpFragment);
-    }
-    if ip.next_header() != IpProtocol::Udp {
-        return Err(Error::NotUdp(ip.next_header().into()));
-    }
-    let repr = IpRepr::V4 {
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-        dscp: ip.dscp(),
-        ecn: ip.ecn(),
-        ttl: ip.hop_limit(),
-    };
-    Ok((repr, IPV4_LEN, total))
-}
-
-/// Parses an IPv6 header; returns it, its length and the end of the packet within `rest`.
-fn parse_ipv6(rest: &[u8]) -> Result<(IpRepr, usize, usize)> {
-    if rest.len() < IPV6_LEN {
-        return Err(Error::Truncated);
-    }
-    let ip = Ipv6Packet::new_unchecked(rest);
-    if ip.version() != 6 {
-        return Err(Error::BadIpVersion(ip.version()));
-    }
-    let total = IPV6_LEN + usize::from(ip.payload_len());
-    if total > rest.len() {
-        return Err(Error::BadIpLength);
-    }
-    let next = u8::from(ip.next_header());
-    if next != PROTO_UDP {
-        return Err(Error::NotUdp(next));
-    }
-    let tc = ip.traffic_class();
-    let repr = IpRepr::V6 {
-        src: ip.src_addr(),
-        dst: ip.dst_addr(),
-        dscp: tc >> 2,
-        ecn: tc & 0x3,
-        flow_label: ip.flow_label(),
-        hop_limit: ip.hop_limit(),
-    };
-    Ok((repr, IPV6_LEN, total))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Opcode, RnrTimer, Syndrome};
+    use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv6Address};
 
     /// RC SEND_ONLY of the 17 bytes "RoCEv2 on a plain" (pad 3) from 198.18.0.1 to
     /// 198.18.0.2, DSCP 26 ECT(0). Its ICRC (04 c0 a0 e0) agrees with scapy.contrib.roce's.
@@ -954,8 +662,12 @@ mod tests {
 mod proptests {
     use super::*;
     use crate::aeth::{AethRepr, Syndrome};
+    use crate::atomic::{AtomicAckEthRepr, AtomicEthRepr};
+    use crate::deth::DethRepr;
     use crate::opcode::TABLE;
+    use crate::reth::RethRepr;
     use proptest::prelude::*;
+    use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv6Address};
 
     fn ip() -> impl Strategy<Value = IpRepr> {
         prop_oneof![
