@@ -13,6 +13,7 @@
 //!
 //! [`Link`]: softrnic_emu_core::native::Link
 
+pub mod backend;
 pub mod client;
 pub mod daemon;
 mod filter;
@@ -31,5 +32,6 @@ pub mod sys;
 #[allow(unsafe_code)]
 pub mod xdp;
 
+pub use backend::{Backend, Interface};
 pub use packet::{AfPacket, PacketStats};
 pub use xdp::{AfXdp, Mode as XdpMode};

@@ -9,6 +9,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use softrnic_emu_core::MAX_FRAME;
 use softrnic_emu_core::native::Link;
 
+use crate::backend::{Backend, Interface};
 use crate::filter;
 use crate::sys;
 
@@ -35,8 +36,7 @@ pub struct PacketStats {
 /// An AF_PACKET link on one interface.
 pub struct AfPacket {
     fd: OwnedFd,
-    mac: [u8; 6],
-    mtu: u32,
+    interface: Interface,
     rx: Vec<Vec<u8>>,
     rx_len: Vec<usize>,
     rx_at: usize,
@@ -92,12 +92,10 @@ impl AfPacket {
                 .map_err(|e| context(e, "socket buffer size"))?;
         }
         sys::bind_packet(&fd, ifindex).map_err(|e| context(e, ifname))?;
-        let mac = sys::if_hwaddr(&fd, ifname).map_err(|e| context(e, ifname))?;
-        let mtu = sys::if_mtu(&fd, ifname).map_err(|e| context(e, ifname))?;
+        let interface = Interface::query(&fd, ifname).map_err(|e| context(e, ifname))?;
         Ok(AfPacket {
             fd,
-            mac,
-            mtu,
+            interface,
             rx: vec![vec![0; RX_BUF]; BATCH],
             rx_len: vec![0; BATCH],
             rx_at: 0,
@@ -109,19 +107,14 @@ impl AfPacket {
             stats: PacketStats::default(),
         })
     }
+}
 
-    /// The interface's MAC.
-    pub fn mac(&self) -> [u8; 6] {
-        self.mac
+impl Backend for AfPacket {
+    fn interface(&self) -> Interface {
+        self.interface
     }
 
-    /// The interface's MTU.
-    pub fn mtu(&self) -> u32 {
-        self.mtu
-    }
-
-    /// The socket, for poll(2).
-    pub fn fd(&self) -> &OwnedFd {
+    fn fd(&self) -> &OwnedFd {
         &self.fd
     }
 }

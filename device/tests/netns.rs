@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use softrnic_device::Backend as _;
 use softrnic_device::netns::VethPair;
 use softrnic_device::{AfPacket, AfXdp, XdpMode, sys};
 use softrnic_emu_core::native::{Device, Endpoint, Faulty, Link};

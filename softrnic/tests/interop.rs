@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
+use softrnic_device::Backend;
 use softrnic_wire::frame::IpRepr;
 use softrnic_wire::opcode::Operation;
 

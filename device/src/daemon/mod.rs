@@ -27,7 +27,7 @@ use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant, MAX_FRAME};
 use softrnic_wire::EthernetAddress;
 
 use crate::proto::{self, BackendKind, DeviceInfo, UpRequest};
-use crate::{AfPacket, AfXdp, XdpMode, gid, neigh, sys};
+use crate::{AfPacket, AfXdp, Backend, XdpMode, gid, neigh, sys};
 pub use memory::ProcessMemory;
 
 use context::Context;
@@ -57,8 +57,8 @@ pub fn default_socket() -> PathBuf {
 
 /// How a device reaches the wire.
 enum Wire {
-    Packet(Box<AfPacket>),
-    Xdp(Box<AfXdp>),
+    /// A frame backend on an interface (AF_XDP or AF_PACKET).
+    Link(Box<dyn Backend + Send>),
     /// No wire: only other devices of this daemon.
     Local,
 }
@@ -66,16 +66,14 @@ enum Wire {
 impl Wire {
     fn link(&mut self) -> Option<&mut dyn Link> {
         match self {
-            Wire::Packet(l) => Some(l.as_mut()),
-            Wire::Xdp(l) => Some(l.as_mut()),
+            Wire::Link(l) => Some(l.as_mut() as &mut dyn Link),
             Wire::Local => None,
         }
     }
 
     fn fd(&self) -> Option<i32> {
         match self {
-            Wire::Packet(l) => Some(l.fd().as_raw_fd()),
-            Wire::Xdp(l) => Some(l.fd().as_raw_fd()),
+            Wire::Link(l) => Some(l.fd().as_raw_fd()),
             Wire::Local => None,
         }
     }
@@ -758,9 +756,9 @@ impl Daemon {
                 let watch = gid::Watch::open(&name)?;
                 let gids = watch.table()?;
                 let wire = match kind {
-                    BackendKind::XdpDrv => Wire::Xdp(Box::new(AfXdp::open(&name, XdpMode::Drv)?)),
-                    BackendKind::XdpSkb => Wire::Xdp(Box::new(AfXdp::open(&name, XdpMode::Skb)?)),
-                    BackendKind::Packet => Wire::Packet(Box::new(AfPacket::open(&name)?)),
+                    BackendKind::XdpDrv => Wire::Link(Box::new(AfXdp::open(&name, XdpMode::Drv)?)),
+                    BackendKind::XdpSkb => Wire::Link(Box::new(AfXdp::open(&name, XdpMode::Skb)?)),
+                    BackendKind::Packet => Wire::Link(Box::new(AfPacket::open(&name)?)),
                     BackendKind::Local => Wire::Local,
                 };
                 Ok((wire, watch, gids))
@@ -768,8 +766,7 @@ impl Daemon {
             match opened {
                 Ok((wire, watch, gids)) => {
                     let (mac, mtu) = match &wire {
-                        Wire::Packet(l) => (l.mac(), l.mtu()),
-                        Wire::Xdp(l) => (l.mac(), l.mtu()),
+                        Wire::Link(l) => (l.mac(), l.mtu()),
                         Wire::Local => (local_mac(n), 9000),
                     };
                     let reason = match req.backend {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use softrnic_emu_core::native::Link;
 
+use crate::backend::{Backend, Interface};
 use crate::mmap::Mmap;
 pub use bpf::Mode;
 use ring::Ring;
@@ -63,8 +64,7 @@ pub struct AfXdp {
     /// A frame being assembled from several RX descriptors, and one being split into TX ones.
     rx_frame: Vec<u8>,
     tx_frame: Vec<u8>,
-    mac: [u8; 6],
-    mtu: u32,
+    interface: Interface,
     // The link detaches the program on drop; the map and program live as long.
     _link: OwnedFd,
     _prog: OwnedFd,
@@ -204,8 +204,7 @@ impl AfXdp {
             bpf::attach(&prog, ifindex, mode).map_err(|e| err(e, "attach the XDP program"))?;
 
         let probe = sys::packet_socket().map_err(|e| err(e, "query the interface"))?;
-        let mac = sys::if_hwaddr(&probe, ifname).map_err(|e| err(e, ifname))?;
-        let mtu = sys::if_mtu(&probe, ifname).map_err(|e| err(e, ifname))?;
+        let interface = Interface::query(&probe, ifname).map_err(|e| err(e, ifname))?;
         Ok(AfXdp {
             fd,
             umem,
@@ -218,28 +217,12 @@ impl AfXdp {
             unkicked: 0,
             rx_frame: Vec::with_capacity(MAX_FRAME),
             tx_frame: vec![0; MAX_FRAME],
-            mac,
-            mtu,
+            interface,
             _link: link,
             _prog: prog,
             _map: xskmap,
             stats: XdpStats::default(),
         })
-    }
-
-    /// The interface's MAC.
-    pub fn mac(&self) -> [u8; 6] {
-        self.mac
-    }
-
-    /// The interface's MTU.
-    pub fn mtu(&self) -> u32 {
-        self.mtu
-    }
-
-    /// The socket, for poll(2): readable when frames arrived.
-    pub fn fd(&self) -> &OwnedFd {
-        &self.fd
     }
 
     fn chunk(&mut self, addr: u64, len: usize) -> &mut [u8] {
@@ -274,6 +257,16 @@ impl AfXdp {
             }
             self.refill.pop();
         }
+    }
+}
+
+impl Backend for AfXdp {
+    fn interface(&self) -> Interface {
+        self.interface
+    }
+
+    fn fd(&self) -> &OwnedFd {
+        &self.fd
     }
 }
 
