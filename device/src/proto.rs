@@ -14,6 +14,22 @@ use softrnic_emu_core::{
     QpState, QpType, SendWr,
 };
 
+/// The socket path: `$SOFTRNIC_SOCKET`, else /run/softrnic.sock for root, else
+/// `$XDG_RUNTIME_DIR/softrnic.sock`, else /tmp/softrnic-UID.sock.
+pub fn default_socket() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("SOFTRNIC_SOCKET") {
+        return p.into();
+    }
+    let uid = crate::sys::uid();
+    if uid == 0 {
+        return "/run/softrnic.sock".into();
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) => std::path::Path::new(&d).join("softrnic.sock"),
+        None => format!("/tmp/softrnic-{uid}.sock").into(),
+    }
+}
+
 /// The protocol's version; a client and daemon of different versions refuse each other.
 pub const VERSION: u32 = 3;
 

@@ -5,8 +5,8 @@ use std::ptr;
 use std::sync::Mutex;
 
 use softrnic_device::client::Client;
-use softrnic_device::daemon::default_socket;
 use softrnic_device::proto::DeviceInfo;
+use softrnic_device::proto::default_socket;
 
 use crate::abi::*;
 

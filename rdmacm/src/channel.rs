@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Mutex, MutexGuard};
 
 use softrnic_device::client::Client;
-use softrnic_device::daemon::default_socket;
+use softrnic_device::proto::default_socket;
 
 use crate::abi::*;
 use crate::{device, errno_of, fail, id};

@@ -7,7 +7,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use softrnic_device::client::Client;
-use softrnic_device::daemon::{self, Daemon};
+use softrnic_device::daemon::Daemon;
 use softrnic_device::proto::{BackendKind, DeviceInfo, UpRequest};
 
 /// The backends `up --backend` names.
@@ -27,7 +27,7 @@ pub enum Backend {
 
 /// The daemon's socket path.
 pub fn socket() -> PathBuf {
-    daemon::default_socket()
+    softrnic_device::proto::default_socket()
 }
 
 /// Runs the daemon in the foreground until SIGINT or SIGTERM.

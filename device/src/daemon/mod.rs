@@ -39,22 +39,6 @@ const CONTROL_EVERY: Duration = Duration::from_micros(50);
 /// The longest sleep, so a stop request is seen.
 const MAX_SLEEP_MS: i32 = 50;
 
-/// The socket path: `$SOFTRNIC_SOCKET`, else /run/softrnic.sock for root, else
-/// `$XDG_RUNTIME_DIR/softrnic.sock`, else /tmp/softrnic-UID.sock.
-pub fn default_socket() -> PathBuf {
-    if let Some(p) = std::env::var_os("SOFTRNIC_SOCKET") {
-        return p.into();
-    }
-    let uid = sys::uid();
-    if uid == 0 {
-        return "/run/softrnic.sock".into();
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) => Path::new(&d).join("softrnic.sock"),
-        None => format!("/tmp/softrnic-{uid}.sock").into(),
-    }
-}
-
 /// How a device reaches the wire.
 enum Wire {
     /// A frame backend on an interface (AF_XDP or AF_PACKET).
