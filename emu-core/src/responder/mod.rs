@@ -10,10 +10,10 @@ use std::collections::VecDeque;
 
 use softrnic_wire::{
     AethRepr, AtomicAckEthRepr, CreditCount, ExtRepr, FrameRepr, NakCode, Opcode, Operation,
-    ParsedFrame, Position, RnrTimer, Syndrome, Transport, With, bth::BthRepr,
+    ParsedFrame, Position, Syndrome, Transport, With, bth::BthRepr,
 };
 
-use crate::cq::{WC_GRH, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
+use crate::cq::{WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
 use crate::dma;
 use crate::event::Event;
 use crate::keys::{Access, Target};
@@ -22,6 +22,10 @@ use crate::psn;
 use crate::qp::{Qp, Shared};
 use crate::qp_attr::{QpState, QpType};
 use crate::wr::RecvWr;
+
+mod rc;
+mod uc;
+mod ud;
 
 /// Responses a responder queues beyond its READ/atomic resources before it drops duplicate
 /// requests, which bounds its memory against a peer that floods them.
@@ -205,49 +209,9 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
         }
     }
     match qp.qp_type {
-        QpType::Rc => rc(qp, sh, pkt),
-        QpType::Uc => uc(qp, sh, pkt),
-        QpType::Ud => ud(qp, sh, pkt),
-    }
-}
-
-fn rc<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
-    let p = pkt.repr.bth.psn;
-    let d = psn::diff(p, qp.resp.epsn);
-    if d > 0 {
-        sh.counters.out_of_sequence += 1;
-        if !qp.resp.nak_sent {
-            qp.resp.nak_sent = true;
-            let epsn = qp.resp.epsn;
-            qp.resp
-                .queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
-        }
-        return;
-    }
-    if d < 0 {
-        sh.counters.duplicate_request += 1;
-        return duplicate(qp, sh, pkt);
-    }
-    match execute(qp, sh, pkt) {
-        Ok(()) => qp.resp.nak_sent = false,
-        Err(Refuse::Rnr) => {
-            sh.counters.rnr_nak_sent += 1;
-            qp.resp.nak_sent = true;
-            let timer = RnrTimer::from_code(qp.attr.min_rnr_timer);
-            qp.resp.queue_ack(p, Syndrome::RnrNak(timer));
-        }
-        Err(Refuse::Nak(code, status)) => {
-            match code {
-                NakCode::RemoteAccessError => sh.counters.resp_remote_access_errors += 1,
-                _ => sh.counters.resp_invalid_request += 1,
-            }
-            if let Some((wr, _)) = qp.resp.held.take() {
-                let wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
-                sh.complete(qp.recv_cq, wc);
-            }
-            qp.resp.queue_ack(p, Syndrome::Nak(code));
-            qp.enter_error(sh);
-        }
+        QpType::Rc => rc::handle(qp, sh, pkt),
+        QpType::Uc => uc::handle(qp, sh, pkt),
+        QpType::Ud => ud::handle(qp, sh, pkt),
     }
 }
 
@@ -271,7 +235,9 @@ fn length_ok(pos: Position, len: u32, mtu: u32) -> bool {
 }
 
 const INVALID: Refuse = Refuse::Nak(NakCode::InvalidRequest, WcStatus::RemInvReqErr);
+
 const ACCESS: Refuse = Refuse::Nak(NakCode::RemoteAccessError, WcStatus::RemAccessErr);
+
 const OPERATIONAL: Refuse = Refuse::Nak(NakCode::RemoteOperationalError, WcStatus::LocQpOpErr);
 
 /// Checks and executes an RC request whose PSN is the expected one.
@@ -511,175 +477,6 @@ fn read_target<M>(qp: &Qp, sh: &Shared<M>, rkey: u32, va: u64, len: u32) -> Resu
         .check_remote(rkey, qp.pd, qp.qpn, Access::REMOTE_READ, va, len as u64)
         .map(|_| ())
         .map_err(|_| ACCESS)
-}
-
-/// A request the responder has seen before (IBA 9.7.5.2.5): SEND and WRITE are acknowledged
-/// again without executing; a READ is answered again from the requested PSN; an atomic gets
-/// its saved result, never a second execution.
-fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
-    let bth = &pkt.repr.bth;
-    let p = bth.psn;
-    if qp.resp.out.len() >= qp.attr.max_dest_rd_atomic as usize + MAX_QUEUED_EXTRA {
-        return;
-    }
-    let msn = qp.resp.msn;
-    let found = |r: &&Resource| psn::diff(p, r.first_psn) >= 0 && psn::diff(p, r.last_psn) <= 0;
-    match bth.opcode.info().operation {
-        Operation::Send | Operation::RdmaWrite => {
-            let last = psn::add(qp.resp.epsn, psn::MASK);
-            qp.resp.queue_ack(last, ack_syndrome());
-        }
-        Operation::RdmaReadRequest => {
-            let Some(reth) = pkt.repr.ext.reth else {
-                return;
-            };
-            let Some(&Resource {
-                kind: ResourceKind::Read { rkey, va, len },
-                ..
-            }) = qp.resp.resources.iter().rev().find(found)
-            else {
-                return;
-            };
-            // The re-request may ask for a tail of the original (a resumed READ).
-            let end = va + len as u64;
-            let inside = reth.rkey == rkey
-                && reth.va >= va
-                && reth
-                    .va
-                    .checked_add(reth.dma_len as u64)
-                    .is_some_and(|e| e <= end);
-            if !inside {
-                return;
-            }
-            if read_target(qp, sh, rkey, reth.va, reth.dma_len).is_err() {
-                return;
-            }
-            qp.resp.out.push_back(Response::Read {
-                psn: p,
-                rkey,
-                va: reth.va,
-                left: reth.dma_len,
-                first: true,
-                msn,
-                replay: true,
-            });
-        }
-        Operation::CompareSwap | Operation::FetchAdd => {
-            if let Some(&Resource {
-                kind: ResourceKind::Atomic { orig },
-                first_psn,
-                ..
-            }) = qp.resp.resources.iter().rev().find(found)
-                && first_psn == p
-            {
-                qp.resp.out.push_back(Response::Atomic {
-                    psn: p,
-                    orig,
-                    msn,
-                    replay: true,
-                });
-            }
-        }
-        _ => {}
-    }
-}
-
-/// UC (IBA 9.8.3): no ACKs. A PSN gap or a broken opcode sequence drops the message in
-/// progress, and the receiver waits for the next FIRST or ONLY packet.
-fn uc<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
-    let bth = &pkt.repr.bth;
-    let info = bth.opcode.info();
-    let p = bth.psn;
-    if p != qp.resp.epsn || !in_sequence(qp.resp.cur, info.operation, info.position) {
-        if matches!(
-            qp.resp.cur,
-            Some(InProgress::Send | InProgress::Write { .. })
-        ) {
-            sh.counters.uc_seq_drop += 1;
-        }
-        uc_abort(qp, sh);
-        if !info.position.is_first() {
-            sh.counters.uc_seq_drop += 1;
-            qp.resp.cur = Some(InProgress::Dropping);
-            qp.resp.epsn = psn::add(p, 1);
-            return;
-        }
-    }
-    qp.resp.epsn = psn::add(p, 1);
-    if qp.resp.cur == Some(InProgress::Dropping) {
-        // In sequence after a dropped message means a FIRST or ONLY packet: a new message.
-        qp.resp.cur = None;
-    }
-    if let Err(refuse) = execute(qp, sh, pkt) {
-        match refuse {
-            Refuse::Rnr => sh.counters.rcv_no_wqe_drop += 1,
-            _ => sh.counters.uc_seq_drop += 1,
-        }
-        uc_abort(qp, sh);
-        if !info.position.is_last() {
-            qp.resp.cur = Some(InProgress::Dropping);
-        }
-    }
-}
-
-/// Drops the UC message in progress; a receive WQE it held is reused for the next one.
-fn uc_abort<M>(qp: &mut Qp, sh: &mut Shared<M>) {
-    qp.resp.cur = None;
-    if let Some((wr, _)) = qp.resp.held.take() {
-        match qp.srq.and_then(|id| sh.srqs.get_mut(id)) {
-            Some(srq) => srq.queue.push_front(wr),
-            None => qp.rq.push_front(wr),
-        }
-    }
-}
-
-/// UD (IBA 9.8.4, 11.4.1.1): check the Q_Key, take a receive WQE, and place the 40-byte GRH
-/// before the payload: the IPv6 header, or for IPv4 20 bytes of zeros and the IPv4 header.
-fn ud<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
-    let Some(deth) = pkt.repr.ext.deth else {
-        return;
-    };
-    if deth.qkey != qp.attr.qkey {
-        sh.counters.qkey_violation += 1;
-        return;
-    }
-    let payload = pkt.payload();
-    if payload.len() as u32 > qp.mtu(sh) {
-        sh.counters.rcvd_malformed += 1;
-        return;
-    }
-    let Some(wr) = qp.take_recv(sh) else {
-        sh.counters.rcv_no_wqe_drop += 1;
-        return;
-    };
-    let l3 = pkt.l3();
-    let mut grh = [0u8; 40];
-    let ip_len = pkt.repr.ip.header_len();
-    grh[40 - ip_len..].copy_from_slice(&l3[..ip_len]);
-    let placed = dma::scatter(&mut sh.mem, &sh.keys, qp.pd, &wr.sgl, 0, &grh)
-        .and_then(|()| dma::scatter(&mut sh.mem, &sh.keys, qp.pd, &wr.sgl, 40, payload));
-    let status = match placed {
-        Ok(()) => WcStatus::Success,
-        Err(s) => {
-            if s == WcStatus::LocLenErr {
-                sh.counters.resp_local_length_error += 1;
-            }
-            s
-        }
-    };
-    let mut wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
-    wc.byte_len = 40 + payload.len() as u32;
-    wc.src_qp = deth.src_qp;
-    wc.wc_flags = WC_GRH;
-    wc.solicited = pkt.repr.bth.solicited;
-    if let Some(imm) = pkt.repr.ext.immdt {
-        wc.imm_data = imm;
-        wc.wc_flags |= WC_WITH_IMM;
-    }
-    sh.complete(qp.recv_cq, wc);
-    if status != WcStatus::Success {
-        qp.enter_error(sh);
-    }
 }
 
 /// Writes the next response packet into `buf`.

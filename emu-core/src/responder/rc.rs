@@ -1,0 +1,123 @@
+//! RC requests: in sequence through the checks and execution, duplicates answered again
+//! (IBA 9.7.5.2).
+
+use softrnic_wire::{NakCode, Operation, ParsedFrame, RnrTimer, Syndrome};
+
+use super::{
+    MAX_QUEUED_EXTRA, Refuse, Resource, ResourceKind, Response, ack_syndrome, execute, read_target,
+};
+use crate::cq::{Wc, WcOpcode};
+use crate::memory::Memory;
+use crate::psn;
+use crate::qp::{Qp, Shared};
+
+pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
+    let p = pkt.repr.bth.psn;
+    let d = psn::diff(p, qp.resp.epsn);
+    if d > 0 {
+        sh.counters.out_of_sequence += 1;
+        if !qp.resp.nak_sent {
+            qp.resp.nak_sent = true;
+            let epsn = qp.resp.epsn;
+            qp.resp
+                .queue_ack(epsn, Syndrome::Nak(NakCode::PsnSequenceError));
+        }
+        return;
+    }
+    if d < 0 {
+        sh.counters.duplicate_request += 1;
+        return duplicate(qp, sh, pkt);
+    }
+    match execute(qp, sh, pkt) {
+        Ok(()) => qp.resp.nak_sent = false,
+        Err(Refuse::Rnr) => {
+            sh.counters.rnr_nak_sent += 1;
+            qp.resp.nak_sent = true;
+            let timer = RnrTimer::from_code(qp.attr.min_rnr_timer);
+            qp.resp.queue_ack(p, Syndrome::RnrNak(timer));
+        }
+        Err(Refuse::Nak(code, status)) => {
+            match code {
+                NakCode::RemoteAccessError => sh.counters.resp_remote_access_errors += 1,
+                _ => sh.counters.resp_invalid_request += 1,
+            }
+            if let Some((wr, _)) = qp.resp.held.take() {
+                let wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
+                sh.complete(qp.recv_cq, wc);
+            }
+            qp.resp.queue_ack(p, Syndrome::Nak(code));
+            qp.enter_error(sh);
+        }
+    }
+}
+
+/// A request the responder has seen before (IBA 9.7.5.2.5): SEND and WRITE are acknowledged
+/// again without executing; a READ is answered again from the requested PSN; an atomic gets
+/// its saved result, never a second execution.
+fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
+    let bth = &pkt.repr.bth;
+    let p = bth.psn;
+    if qp.resp.out.len() >= qp.attr.max_dest_rd_atomic as usize + MAX_QUEUED_EXTRA {
+        return;
+    }
+    let msn = qp.resp.msn;
+    let found = |r: &&Resource| psn::diff(p, r.first_psn) >= 0 && psn::diff(p, r.last_psn) <= 0;
+    match bth.opcode.info().operation {
+        Operation::Send | Operation::RdmaWrite => {
+            let last = psn::add(qp.resp.epsn, psn::MASK);
+            qp.resp.queue_ack(last, ack_syndrome());
+        }
+        Operation::RdmaReadRequest => {
+            let Some(reth) = pkt.repr.ext.reth else {
+                return;
+            };
+            let Some(&Resource {
+                kind: ResourceKind::Read { rkey, va, len },
+                ..
+            }) = qp.resp.resources.iter().rev().find(found)
+            else {
+                return;
+            };
+            // The re-request may ask for a tail of the original (a resumed READ).
+            let end = va + len as u64;
+            let inside = reth.rkey == rkey
+                && reth.va >= va
+                && reth
+                    .va
+                    .checked_add(reth.dma_len as u64)
+                    .is_some_and(|e| e <= end);
+            if !inside {
+                return;
+            }
+            if read_target(qp, sh, rkey, reth.va, reth.dma_len).is_err() {
+                return;
+            }
+            qp.resp.out.push_back(Response::Read {
+                psn: p,
+                rkey,
+                va: reth.va,
+                left: reth.dma_len,
+                first: true,
+                msn,
+                replay: true,
+            });
+        }
+        Operation::CompareSwap | Operation::FetchAdd => {
+            if let Some(&Resource {
+                kind: ResourceKind::Atomic { orig },
+                first_psn,
+                ..
+            }) = qp.resp.resources.iter().rev().find(found)
+                && first_psn == p
+            {
+                qp.resp.out.push_back(Response::Atomic {
+                    psn: p,
+                    orig,
+                    msn,
+                    replay: true,
+                });
+            }
+        }
+        _ => {}
+    }
+}
