@@ -205,6 +205,26 @@ fn two_contexts_on_one_device() {
     assert_eq!(info.objects, [2, 4, 2, 2], "PDs, MRs, CQs, QPs");
 }
 
+/// Work posted before a verbs call is done by the time the call is answered, as with a kernel
+/// provider: a CQ cannot be resized below the completions of sends posted just before.
+#[test]
+fn a_verbs_call_sees_the_work_posted_before_it() {
+    let d = daemon("order", 1);
+    let (mut a, mut b) = (context(d.path(), "srnic0"), context(d.path(), "srnic0"));
+    pair(&mut a, &mut b);
+    let (buf, rbuf) = (vec![7u8; 64], vec![0u8; 64]);
+    let (la, lb) = (reg(&mut a.c, a.pd, &buf), reg(&mut b.c, b.pd, &rbuf));
+    let recvs = (0..8).map(|i| RecvWr {
+        wr_id: i,
+        sgl: sge(&rbuf, lb),
+    });
+    b.c.post_recv(b.qp, recvs.collect()).unwrap();
+    let sends = (0..8).map(|i| wr(i, SendOp::Send, &buf, la));
+    a.c.post_send(a.qp, sends.collect()).unwrap();
+    let refused = a.c.resize_cq(a.cq, 4).unwrap_err();
+    assert_eq!(refused.errno, libc::EINVAL, "{refused}");
+}
+
 /// On one host, a receiver that destroys its QP the moment it sees its last completion (as
 /// a program that exits then does) must not take the ACK for that message with it: the
 /// sender's SEND completes successfully every time, and the daemon never retransmits it.

@@ -198,6 +198,11 @@ impl Daemon {
         let Some(d) = self.contexts[i].as_ref().and_then(|c| c.device) else {
             return error(libc::EINVAL, "open a device first");
         };
+        // The work the program posted before this call goes through the engine first, as a
+        // kernel provider's posts are done when they return: the call sees it (a CQ resized
+        // below the completions of sends posted before it is refused, for one).
+        self.take_posted();
+        self.pump();
         // Address handles name a GID; the device resolves its MAC (ARP/ND) before the engine
         // sees it.
         if let Request::ModifyQp { attr, mask, .. } = &mut req
