@@ -200,9 +200,14 @@ impl Daemon {
         };
         // The work the program posted before this call goes through the engine first, as a
         // kernel provider's posts are done when they return: the call sees it (a CQ resized
-        // below the completions of sends posted before it is refused, for one).
+        // below the completions of sends posted before it is refused, for one). Its events and
+        // completions reach the program before the call is answered, as in every pass: a CQ
+        // armed now must find in its ring every completion made before the arming, or the
+        // program's poll after arming would miss one that raises no event.
         self.take_posted();
         self.pump();
+        self.route_events();
+        self.fill_cqs();
         // Address handles name a GID; the device resolves its MAC (ARP/ND) before the engine
         // sees it.
         if let Request::ModifyQp { attr, mask, .. } = &mut req
