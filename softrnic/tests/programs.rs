@@ -473,7 +473,7 @@ fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
         panic!("as nobody: {said}");
     }
     let mut server = Running(pingpong(None).spawn().unwrap());
-    wait_listening(None, &port);
+    server.wait_until("listened", || listening(None, &port));
     let client = Running(pingpong(Some("localhost")).spawn().unwrap()).finish(&["client"]);
     let served = server.finish(&["server"]);
     let daemon = Client::connect(&socket).unwrap().daemon_pid();
@@ -553,7 +553,7 @@ fn perftest_stops_when_the_daemon_dies() {
         Running(child.spawn().unwrap())
     };
     let mut server = spawn(args(None));
-    wait_listening(None, &port);
+    server.wait_until("listened", || listening(None, &port));
     let mut client = spawn(args(Some("127.0.0.1")));
     // Both are in the measurement once the server has counters to show in its statistics.
     std::thread::sleep(Duration::from_secs(3));
@@ -627,7 +627,7 @@ fn a_capture_starts_the_daemon_and_its_file_is_readable_at_any_moment() {
         Running(c.spawn().unwrap())
     };
     let mut server = pingpong(None);
-    wait_listening(None, &port);
+    server.wait_until("listened", || listening(None, &port));
     pingpong(Some("127.0.0.1")).finish(&["ibv_rc_pingpong client"]);
     server.finish(&["ibv_rc_pingpong server"]);
 

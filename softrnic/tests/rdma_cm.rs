@@ -70,8 +70,8 @@ fn launch(s: &Setup, port: &str, server: &[String], client: &[String]) -> (Runni
                 .expect("start the program"),
         )
     };
-    let srv = spawn(s.server(), server);
-    wait_cm_listening(s.server(), port);
+    let mut srv = spawn(s.server(), server);
+    srv.wait_until("listened", || cm_listening(s.server(), port));
     (srv, spawn(s.client(), client))
 }
 
@@ -375,7 +375,7 @@ fn a_peer_killed_mid_run_is_disconnected() {
                 .spawn()
                 .unwrap(),
         );
-        wait_cm_listening(s.server(), &port);
+        server.wait_until("listened", || cm_listening(s.server(), &port));
         // A client that pings forever, killed once its first ping came back.
         let mut client = Running(
             s.client()
@@ -435,7 +435,8 @@ fn perftest_and_qperf_connect_through_rdma_cm() {
                 .spawn()
                 .unwrap(),
         );
-        wait_listening(s.server().ns.as_deref(), "19765");
+        let ns = s.server().ns.as_deref();
+        qperf.wait_until("listened", || listening(ns, "19765"));
         let out = s
             .client()
             .program(&strings(&[

@@ -142,6 +142,22 @@ impl Running {
         out
     }
 
+    /// Waits until the program is `ready` (a server listens): panics with its output if it
+    /// ends first. The wait follows the program, not the clock: [`LIMIT`] only bounds a
+    /// program that hangs, since a busy machine can take long to start one.
+    pub fn wait_until(&mut self, what: &str, mut ready: impl FnMut() -> bool) {
+        let deadline = Instant::now() + LIMIT;
+        while !ready() {
+            let ended = self.0.try_wait().expect("wait");
+            if ended.is_some() || Instant::now() > deadline {
+                let _ = self.0.kill();
+                let status = self.0.wait();
+                panic!("never {what} ({status:?}):\n{}", self.output());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Waits for the program (at most [`LIMIT`]) and returns its stdout; panics with its
     /// output if it failed.
     pub fn finish(&mut self, what: &[&str]) -> String {
@@ -168,20 +184,13 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Waits until something listens on TCP `port` in namespace `ns`.
-pub fn wait_listening(ns: Option<&str>, port: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let out: Output = in_ns(ns, "ss")
-            .args(["-ltnH", &format!("sport = :{port}")])
-            .output()
-            .expect("ss (iproute2)");
-        if !out.stdout.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "nothing listens on port {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Whether something listens on TCP `port` in namespace `ns`.
+pub fn listening(ns: Option<&str>, port: &str) -> bool {
+    let out: Output = in_ns(ns, "ss")
+        .args(["-ltnH", &format!("sport = :{port}")])
+        .output()
+        .expect("ss (iproute2)");
+    !out.stdout.is_empty()
 }
 
 /// The last result row of a perftest run: its numbers.
@@ -352,7 +361,8 @@ impl Setup {
             .spawn()
             .expect("start the server");
         let mut server = Running(server);
-        wait_listening(self.server().ns.as_deref(), &port);
+        let ns = self.server().ns.as_deref();
+        server.wait_until("listened", || listening(ns, &port));
         let mut client_args = argv(self.client());
         client_args.push(self.server_addr.into());
         let client = self
@@ -429,18 +439,12 @@ pub fn unittest_summary(out: &str) -> (u32, u32, u32) {
     (ran, count("failures") + count("errors"), count("skipped"))
 }
 
-/// Waits until an rdma_cm id of `host` listens on `port` (as `softrnic status` shows).
-pub fn wait_cm_listening(host: &Host, port: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// Whether an rdma_cm id of `host` listens on `port` (as `softrnic status` shows).
+pub fn cm_listening(host: &Host, port: &str) -> bool {
     let port: u16 = port.parse().unwrap();
-    loop {
-        let listening = Client::connect(&host.socket)
-            .and_then(|mut c| c.cm_listeners())
-            .unwrap();
-        if listening.iter().any(|l| l.addr.port() == port) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no rdma_cm id listens on {port}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    Client::connect(&host.socket)
+        .and_then(|mut c| c.cm_listeners())
+        .unwrap()
+        .iter()
+        .any(|l| l.addr.port() == port)
 }
