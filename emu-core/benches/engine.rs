@@ -9,11 +9,12 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
-use softrnic_emu_core::native::{Device, Loopback};
 use softrnic_emu_core::{
     Access, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED, SendOp, SendWr, Sge, Wc,
     WcOpcode, WcStatus,
 };
+use softrnic_link::library::Device;
+use softrnic_link::local::Loopback;
 
 /// Counts live heap bytes, for the per-QP memory figure.
 struct Counting;

@@ -9,7 +9,8 @@
 //!   [`responder`] checks and executes requests, the [`completer`] turns responses into
 //!   completions and drives retransmission.
 //! - Application memory is reached through the [`Memory`] trait.
-//! - [`native`] is a Rust API over the engine (library mode), with an in-process loopback link.
+//! - Library mode (the engine driven over a link in the program's own process) is the
+//!   `softrnic-link` crate's: this crate never reads a clock or touches a socket.
 //! - [`cm`] is the Communication Manager: connection setup and teardown over QP1, sans-IO too.
 
 mod attr;
@@ -27,7 +28,6 @@ mod gid;
 mod keys;
 mod memory;
 mod multicast;
-pub mod native;
 pub mod psn;
 mod qp;
 mod qp_attr;

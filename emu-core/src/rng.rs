@@ -32,6 +32,12 @@ impl Rng {
         self.next_u64() % n
     }
 
+    /// True with probability `p` (never when `p` is 0).
+    pub fn chance(&mut self, p: f64) -> bool {
+        let x = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        p > 0.0 && x < p
+    }
+
     /// A coin flip.
     pub fn flip(&mut self) -> bool {
         self.next_u64() & 1 == 1

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use softrnic_emu_core::native::{Device, Loopback};
 use softrnic_emu_core::{
     Access, AttrMask, Event, MwBind, MwType, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr,
     Remote, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, SendOp, SendWr, Sge, Wc, WcOpcode,
     WcStatus,
 };
+use softrnic_link::library::Device;
+use softrnic_link::local::Loopback;
 
 const ALL: Access = Access(1 | 2 | 4 | 8);
 const WAIT: Duration = Duration::from_secs(5);
@@ -691,8 +692,14 @@ fn ipv6_gids_carry_rc_and_ud_with_the_ipv6_header_as_grh() {
 
 #[test]
 fn faulty_loopback_loses_and_reorders_but_rc_recovers() {
-    use softrnic_emu_core::native::Faulty;
-    let link = Faulty::new(Loopback::default(), 3, 50_000, 20_000, 50_000);
+    use softrnic_link::faults::{Faults, Faulty};
+    let faults = Faults {
+        loss: 0.05,
+        duplicate: 0.02,
+        reorder: 0.05,
+        corrupt: 0.0,
+    };
+    let link = Faulty::new(Loopback::default(), 3, faults);
     let mut dev = Device::new(link, Device::<Loopback>::config(1, [198, 18, 0, 1]));
     let pd = dev.engine().alloc_pd(0).unwrap();
     let cq = dev.engine().create_cq(64).unwrap();

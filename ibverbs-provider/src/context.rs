@@ -7,8 +7,8 @@ use std::mem::{offset_of, size_of};
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use softrnic_device::client::{Client, Error};
-use softrnic_device::proto::default_socket;
+use softrnic_client::client::{Client, Error};
+use softrnic_client::proto::default_socket;
 use softrnic_emu_core::{DeviceAttr, Event, Gid};
 
 use crate::abi::*;

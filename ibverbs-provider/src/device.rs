@@ -4,9 +4,9 @@ use std::ffi::{c_char, c_int};
 use std::ptr;
 use std::sync::Mutex;
 
-use softrnic_device::client::Client;
-use softrnic_device::proto::DeviceInfo;
-use softrnic_device::proto::default_socket;
+use softrnic_client::client::Client;
+use softrnic_client::proto::DeviceInfo;
+use softrnic_client::proto::default_socket;
 
 use crate::abi::*;
 

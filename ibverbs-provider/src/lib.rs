@@ -6,7 +6,7 @@
 //! checked against the header by the workspace's `tests/tests/layout.rs`). Each
 //! `ibv_open_device` is one connection to the daemon (one device context): control calls are
 //! messages on it, while work requests and completions move through the shared-memory rings of
-//! [`softrnic_device::client`], with no message per work request. The daemon reaches
+//! [`softrnic_link::client`], with no message per work request. The daemon reaches
 //! registered memory with `process_vm_readv` and `process_vm_writev`; the context allows that
 //! with `prctl(PR_SET_PTRACER)`.
 //!
@@ -42,7 +42,7 @@ pub mod qp_ex;
 /// the program set the fd: `Ok(true)`, or `Ok(false)` when the daemon's end has closed (the
 /// daemon is gone); the errno otherwise (EAGAIN when none waits on a non-blocking fd).
 pub(crate) fn take_notification(fd: std::ffi::c_int) -> Result<bool, i32> {
-    match softrnic_device::sys::take_notification(fd) {
+    match softrnic_sys::take_notification(fd) {
         Ok(true) => Ok(true),
         Ok(false) => Err(libc::EAGAIN),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
@@ -74,7 +74,7 @@ pub(crate) unsafe fn free_after<T>(released: Result<(), i32>, object: *mut T) ->
 }
 
 /// Logs why a call failed when `SOFTRNIC_DEBUG` is set; returns the errno.
-pub(crate) fn fail(call: &str, e: &softrnic_device::client::Error) -> i32 {
+pub(crate) fn fail(call: &str, e: &softrnic_client::client::Error) -> i32 {
     if std::env::var_os("SOFTRNIC_DEBUG").is_some() {
         eprintln!("softrnic: {call}: {e}");
     }
@@ -82,7 +82,7 @@ pub(crate) fn fail(call: &str, e: &softrnic_device::client::Error) -> i32 {
 }
 
 /// `fail`, then errno set and a null pointer (for the calls that return an object).
-pub(crate) fn fail_null<T>(call: &str, e: &softrnic_device::client::Error) -> *mut T {
+pub(crate) fn fail_null<T>(call: &str, e: &softrnic_client::client::Error) -> *mut T {
     set_errno(fail(call, e));
     std::ptr::null_mut()
 }

@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 
-use softrnic_device::client::Client;
+use softrnic_client::client::Client;
 use softrnic_emu_core::{Gid, QpInit, QpType};
 
 use crate::abi::*;
@@ -143,7 +143,7 @@ unsafe fn multicast(
     name: &str,
     qp: *mut ibv_qp,
     gid: *const ibv_gid,
-    call: fn(&mut Client, u32, Gid) -> Result<(), softrnic_device::client::Error>,
+    call: fn(&mut Client, u32, Gid) -> Result<(), softrnic_client::client::Error>,
 ) -> c_int {
     if qp.is_null() || gid.is_null() {
         return libc::EINVAL;
@@ -161,7 +161,7 @@ unsafe fn post_chain<W>(
     first: *mut W,
     bad: *mut *mut W,
     next: impl Fn(&W) -> *mut W,
-    mut push: impl FnMut(&mut softrnic_device::client::Client, &W) -> Result<(), c_int>,
+    mut push: impl FnMut(&mut softrnic_client::client::Client, &W) -> Result<(), c_int>,
 ) -> c_int {
     let mut state = ctx.lock();
     let mut wr = first;
@@ -191,7 +191,7 @@ unsafe fn post_chain<W>(
     result
 }
 
-fn errno(e: softrnic_device::client::Error) -> c_int {
+fn errno(e: softrnic_client::client::Error) -> c_int {
     crate::fail("post", &e)
 }
 

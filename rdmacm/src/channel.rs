@@ -6,8 +6,8 @@ use core::ffi::{c_char, c_int};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Mutex, MutexGuard};
 
-use softrnic_device::client::Client;
-use softrnic_device::proto::default_socket;
+use softrnic_client::client::Client;
+use softrnic_client::proto::default_socket;
 
 use crate::abi::*;
 use crate::{device, errno_of, fail, id};
@@ -53,9 +53,9 @@ pub(crate) unsafe fn close(ch: *mut rdma_event_channel) {
 /// Waits for the next event of `ch` (or finds none, on a non-blocking fd: EAGAIN) and reads
 /// it from the daemon. A notification whose event went before it was read (its id destroyed,
 /// its multicast join left) is passed over.
-unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_device::proto::CmEvent, c_int> {
+unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_client::proto::CmEvent, c_int> {
     loop {
-        match softrnic_device::sys::take_notification((*ch).fd) {
+        match softrnic_sys::take_notification((*ch).fd) {
             Ok(true) => {}
             Ok(false) => return Err(libc::EAGAIN),
             // The daemon is gone: as a removed rdma_cm device.

@@ -7,7 +7,7 @@ use core::ffi::{c_int, c_void};
 use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 
-use softrnic_device::proto::{CmEvent, CmOption, ConnParam, Request};
+use softrnic_client::proto::{CmEvent, CmOption, ConnParam, Request};
 use softrnic_emu_core::QpType;
 use softrnic_verbs_abi::abi::*;
 use softrnic_verbs_abi::convert;

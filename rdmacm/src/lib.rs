@@ -42,7 +42,7 @@ pub(crate) fn fail(errno: c_int) -> c_int {
 }
 
 /// The errno of a daemon refusal, logged when `SOFTRNIC_DEBUG` is set.
-pub(crate) fn errno_of(call: &str, e: &softrnic_device::client::Error) -> c_int {
+pub(crate) fn errno_of(call: &str, e: &softrnic_client::client::Error) -> c_int {
     if std::env::var_os("SOFTRNIC_DEBUG").is_some() {
         eprintln!("softrnic: {call}: {e}");
     }

@@ -6,9 +6,9 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use softrnic_device::client::Client;
-use softrnic_device::daemon::Daemon;
-use softrnic_device::proto::{BackendKind, DeviceInfo, UpRequest};
+use softrnic_client::client::Client;
+use softrnic_client::proto::{BackendKind, DeviceInfo, UpRequest};
+use softrnic_daemon::Daemon;
 
 /// The backends `up --backend` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -27,7 +27,7 @@ pub enum Backend {
 
 /// The daemon's socket path.
 pub fn socket() -> PathBuf {
-    softrnic_device::proto::default_socket()
+    softrnic_client::proto::default_socket()
 }
 
 /// Runs the daemon in the foreground until SIGINT or SIGTERM.
@@ -36,7 +36,7 @@ pub fn run_daemon() -> Result<(), String> {
     let mut d = Daemon::bind(&path).map_err(|e| e.to_string())?;
     tracing::info!(socket = %path.display(), "softrnic daemon serving");
     static STOP: AtomicBool = AtomicBool::new(false);
-    softrnic_device::sys::on_termination(&STOP);
+    softrnic_sys::on_termination(&STOP);
     d.run(&STOP).map_err(|e| e.to_string())?;
     tracing::info!("softrnic daemon stopped");
     Ok(())
@@ -252,7 +252,7 @@ pub fn capture(
     out.flush().map_err(|e| e.to_string())?;
     eprintln!("softrnic: capturing to {} (Ctrl-C to stop)", path.display());
     static STOP: AtomicBool = AtomicBool::new(false);
-    softrnic_device::sys::on_termination(&STOP);
+    softrnic_sys::on_termination(&STOP);
     let (mut n, mut lost) = (0, 0);
     let mut flushed = Instant::now();
     while count.is_none_or(|c| n < c) {

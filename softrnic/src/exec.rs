@@ -75,7 +75,7 @@ fn library_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("XDG_RUNTIME_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(std::env::temp_dir);
-    let dir = base.join(format!("softrnic-lib-{}", softrnic_device::sys::uid()));
+    let dir = base.join(format!("softrnic-lib-{}", softrnic_sys::uid()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for lib in &LIBRARIES {
         let file = find(lib)?;

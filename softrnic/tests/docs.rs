@@ -293,7 +293,7 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         // The daemon a block started (exec and capture start one) stops with it.
-        if let Ok(c) = softrnic_device::client::Client::connect(&self.socket()) {
+        if let Ok(c) = softrnic_client::client::Client::connect(&self.socket()) {
             let _ = Command::new("kill")
                 .arg(c.daemon_pid().to_string())
                 .output();

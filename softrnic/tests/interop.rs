@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use softrnic_device::Backend;
+use softrnic_link::Backend;
 use softrnic_wire::frame::IpRepr;
 use softrnic_wire::opcode::Operation;
 
@@ -762,8 +762,8 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
 /// disconnects with a DREQ the kernel answers with a DREP.
 fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
     use softrnic_emu_core::cm::{CmEvent, ConnectParams, Peer};
-    use softrnic_emu_core::native::{Device, Endpoint};
     use softrnic_emu_core::{Config, DeviceAttr, Gid, Instant, QpType};
+    use softrnic_link::library::{Device, Endpoint};
     use softrnic_wire::cm::{CmPath, CmaHeader, ip_service_id, port_space, rej_reason};
 
     guest.start("rping", "rping -s -a 198.18.2.2 -d -C 1");
@@ -771,8 +771,8 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
     let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let frames = recorded.clone();
     let client = std::thread::spawn(move || -> Result<Vec<String>, String> {
-        softrnic_device::sys::enter_netns(&ns).map_err(|e| e.to_string())?;
-        let packet = softrnic_device::AfPacket::open(&tap).map_err(|e| e.to_string())?;
+        softrnic_sys::enter_netns(&ns).map_err(|e| e.to_string())?;
+        let packet = softrnic_link::AfPacket::open(&tap).map_err(|e| e.to_string())?;
         let (mac, mtu) = (packet.mac(), packet.mtu());
         let link = Recording {
             inner: packet,
@@ -788,7 +788,7 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
         };
         let mut dev = Device::new(link, config);
         let their_ip = std::net::IpAddr::from(them);
-        let their_mac = softrnic_device::neigh::resolve(their_ip, Duration::from_secs(5))
+        let their_mac = softrnic_link::neigh::resolve(their_ip, Duration::from_secs(5))
             .map_err(|e| format!("the guest's MAC: {e}"))?;
         let pd = dev.engine().alloc_pd(0).map_err(|e| e.to_string())?;
         let cq = dev.engine().create_cq(16).map_err(|e| e.to_string())?;
@@ -953,7 +953,7 @@ fn since_epoch() -> Duration {
         .unwrap_or_default()
 }
 
-impl<L: softrnic_emu_core::native::Link> softrnic_emu_core::native::Link for Recording<L> {
+impl<L: softrnic_link::Link> softrnic_link::Link for Recording<L> {
     fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
         let frames = &self.frames;
         self.inner.transmit(&mut |buf: &mut [u8]| {

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use softrnic_device::client::Client;
+use softrnic_client::client::Client;
 
 #[test]
 fn ibv_devices_and_ibv_devinfo_show_the_device() {

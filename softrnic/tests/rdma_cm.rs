@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use softrnic_device::client::Client;
+use softrnic_client::client::Client;
 use softrnic_emu_core::Gid;
 
 /// The server's address for rdma_cm: its device's IPv4 address, or an IPv6 one (the local

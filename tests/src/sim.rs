@@ -6,30 +6,18 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use softrnic_emu_core::native::Endpoint;
 use softrnic_emu_core::{
     Access, AddressHandle, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant, MAX_FRAME, Mtu,
     QpAttr, bring_up,
 };
+use softrnic_link::library::Endpoint;
 use softrnic_wire::{
     EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, Syndrome, UdpRepr, bth::BthRepr,
     frame,
 };
 
 use crate::Rng;
-
-/// Random faults on every frame, as probabilities.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Faults {
-    /// The frame is lost.
-    pub loss: f64,
-    /// The frame arrives twice.
-    pub duplicate: f64,
-    /// The frame is delayed by up to 4× the latency, so later frames overtake it.
-    pub reorder: f64,
-    /// One bit of the frame (from the IP header on) is flipped.
-    pub corrupt: f64,
-}
+pub use softrnic_link::faults::{Fate, Faults};
 
 /// The link between every pair of hosts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,21 +38,6 @@ impl Default for LinkSpec {
             faults: Faults::default(),
         }
     }
-}
-
-/// What happened to a frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fate {
-    /// Delivered.
-    Delivered,
-    /// Lost.
-    Dropped,
-    /// Delivered twice.
-    Duplicated,
-    /// Delivered with a bit flipped.
-    Corrupted,
-    /// Delayed behind later frames.
-    Reordered,
 }
 
 /// One frame sent, for scenario assertions.
@@ -190,11 +163,6 @@ impl Sim {
         }
     }
 
-    fn chance(&mut self, p: f64) -> bool {
-        let x = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
-        p > 0.0 && x < p
-    }
-
     /// Sends every frame every host has ready.
     pub fn pump(&mut self) {
         let now = Instant::from_nanos(self.now);
@@ -246,16 +214,8 @@ impl Sim {
             Fate::Dropped
         } else if let Some(fate) = hooked {
             fate
-        } else if self.chance(f.loss) {
-            Fate::Dropped
-        } else if self.chance(f.duplicate) {
-            Fate::Duplicated
-        } else if self.chance(f.reorder) {
-            Fate::Reordered
-        } else if self.chance(f.corrupt) {
-            Fate::Corrupted
         } else {
-            Fate::Delivered
+            f.fate(&mut self.rng)
         };
         match sent.fate {
             Fate::Dropped => {}
@@ -269,9 +229,7 @@ impl Sim {
                 self.schedule(at, to, frame);
             }
             Fate::Corrupted => {
-                let ip_at = 14;
-                let bit = self.rng.below(((frame.len() - ip_at) * 8) as u64) as usize;
-                frame[ip_at + bit / 8] ^= 1 << (bit % 8);
+                softrnic_link::faults::corrupt(&mut frame, &mut self.rng);
                 self.schedule(at, to, frame);
             }
             Fate::Delivered => self.schedule(at, to, frame),

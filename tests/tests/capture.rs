@@ -6,9 +6,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use softrnic::capture::LiveWriter;
-use softrnic_device::client::Client;
-use softrnic_device::daemon::Running;
-use softrnic_device::proto::UpRequest;
+use softrnic_client::client::Client;
+use softrnic_client::proto::UpRequest;
+use softrnic_daemon::Running;
 use softrnic_emu_core::{
     Access, AddressHandle, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED,
     SendOp, SendWr, Sge, WcStatus, bring_up,

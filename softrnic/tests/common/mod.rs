@@ -11,8 +11,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::time::{Duration, Instant};
 
-use softrnic_device::client::Client;
-use softrnic_device::netns::VethPair;
+use softrnic_client::client::Client;
+use softrnic_link::netns::VethPair;
 
 /// The programs get the machine to themselves: two of them and a daemon (or two) already fill
 /// two cores.

@@ -1,0 +1,367 @@
+//! The data path between a program and the daemon: rings in a memory region they share, so
+//! posting a work request or polling a completion is a few memory accesses, not a message.
+//!
+//! The daemon creates a context's region (a memfd) and hands it to the program with the
+//! context. Each send, receive and shared receive queue is a ring the program produces into and
+//! the daemon consumes; each completion queue a ring the daemon produces into and the program
+//! consumes. A slot holds one bincode message behind its length.
+//!
+//! Doorbells cost a syscall only when the daemon sleeps: the program bumps the region's doorbell
+//! counter after producing, and writes the wake-up socket only if the daemon has said it is
+//! going to sleep. The daemon says so, then looks at every ring once more before it sleeps, so
+//! a work request produced in between is never left waiting.
+//!
+//! The region is shared with a program the daemon does not trust: the daemon keeps its own copy
+//! of the indices it owns, and checks every length and index it reads.
+
+use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+use softrnic_sys as sys;
+use softrnic_sys::Mmap;
+
+/// Bytes per context region (memfd pages appear only as rings use them).
+pub const REGION_BYTES: usize = 64 << 20;
+/// The header page: magic, the daemon's "going to sleep" flag, the doorbell counter.
+const HEADER: usize = 4096;
+const MAGIC: u32 = 0x534e_5231; // "SNR1"
+const SLEEPING: usize = 64;
+const DOORBELL: usize = 128;
+/// A ring's consumer index sits a cache line after its producer index; slots start after both.
+const CONSUMER: usize = 64;
+const SLOTS: usize = 128;
+
+/// Where a ring lives in a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RingInfo {
+    /// Byte offset in the region.
+    pub offset: u64,
+    /// Number of slots (a power of two).
+    pub slots: u32,
+    /// Bytes per slot, length prefix included.
+    pub slot_size: u32,
+}
+
+impl RingInfo {
+    fn bytes(&self) -> usize {
+        SLOTS + self.slots as usize * self.slot_size as usize
+    }
+}
+
+/// A mapped region.
+pub struct Region {
+    map: Mmap,
+}
+
+// SAFETY: the region is plain shared memory, reached only through atomics and bounds-checked
+// copies.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Creates a region (the daemon) and returns it with the memfd to hand to the program.
+    pub fn create() -> io::Result<(Arc<Region>, OwnedFd)> {
+        let fd = sys::memfd(c"softrnic-context", REGION_BYTES as u64)?;
+        let region = Region {
+            map: Mmap::new(REGION_BYTES, Some((&fd, 0)))?,
+        };
+        region.atomic(0).store(MAGIC, Ordering::Release);
+        Ok((Arc::new(region), fd))
+    }
+
+    /// Maps a region the daemon handed over (the program).
+    pub fn open(fd: &OwnedFd) -> io::Result<Arc<Region>> {
+        let region = Region {
+            map: Mmap::new(REGION_BYTES, Some((fd, 0)))?,
+        };
+        if region.atomic(0).load(Ordering::Acquire) != MAGIC {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "not a softrnic region",
+            ));
+        }
+        Ok(Arc::new(region))
+    }
+
+    /// The 32-bit atomic at byte `at` (4-aligned, inside the region).
+    fn atomic(&self, at: usize) -> &AtomicU32 {
+        assert!(at.is_multiple_of(4) && at + 4 <= self.map.len());
+        // SAFETY: in bounds and aligned (checked above, and the mapping is page-aligned);
+        // every access to these words is atomic, on both sides.
+        unsafe { &*self.map.as_ptr().add(at).cast::<AtomicU32>() }
+    }
+
+    /// Copies `src` into the region at `at`.
+    fn write(&self, at: usize, src: &[u8]) {
+        assert!(at + src.len() <= self.map.len());
+        // SAFETY: in bounds (checked above); the slot belongs to the producer until it
+        // publishes it, so no one else writes it now.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(at), src.len()) }
+    }
+
+    /// Copies bytes at `at` out of the region.
+    fn read(&self, at: usize, dst: &mut [u8]) {
+        assert!(at + dst.len() <= self.map.len());
+        // SAFETY: in bounds (checked above). A misbehaving peer may change the bytes while we
+        // copy; we only ever treat what we copied as untrusted input.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.map.as_ptr().add(at), dst.as_mut_ptr(), dst.len())
+        }
+    }
+
+    /// The daemon says it is about to sleep (`true`) or is awake.
+    pub fn set_sleeping(&self, sleeping: bool) {
+        self.atomic(SLEEPING)
+            .store(u32::from(sleeping), Ordering::SeqCst);
+    }
+
+    /// Whether the daemon sleeps (the program then writes the wake-up socket).
+    pub fn sleeping(&self) -> bool {
+        self.atomic(SLEEPING).load(Ordering::SeqCst) != 0
+    }
+
+    /// The program rings the doorbell after producing.
+    pub fn ring_doorbell(&self) {
+        self.atomic(DOORBELL).fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The doorbell's count (the daemon compares it with the last it saw).
+    pub fn doorbell(&self) -> u32 {
+        self.atomic(DOORBELL).load(Ordering::SeqCst)
+    }
+}
+
+/// Places rings in a region, one after the other (the daemon).
+#[derive(Debug)]
+pub struct Allocator {
+    next: usize,
+}
+
+impl Default for Allocator {
+    fn default() -> Allocator {
+        Allocator { next: HEADER }
+    }
+}
+
+impl Allocator {
+    /// Room for a ring of at least `entries` slots of `slot_size` bytes; ENOMEM when the region
+    /// is full.
+    pub fn ring(&mut self, entries: u32, slot_size: u32) -> io::Result<RingInfo> {
+        let info = RingInfo {
+            offset: self.next as u64,
+            slots: entries.max(1).next_power_of_two(),
+            slot_size,
+        };
+        let end = (self.next + info.bytes() + 63) & !63;
+        if end > REGION_BYTES {
+            return Err(io::Error::from_raw_os_error(libc::ENOMEM));
+        }
+        self.next = end;
+        Ok(info)
+    }
+}
+
+/// One side of a ring. The producer owns the producer index and the consumer the consumer
+/// index; each keeps its own copy and reads the other's from the region, checked.
+pub struct Ring {
+    region: Arc<Region>,
+    info: RingInfo,
+    /// Our own index (producer or consumer, by how we use the ring).
+    mine: u32,
+}
+
+impl Ring {
+    /// A side of the ring at `info` in `region`; fails if it does not fit.
+    pub fn new(region: &Arc<Region>, info: RingInfo) -> io::Result<Ring> {
+        let fits = info.slots.is_power_of_two()
+            && info.slot_size >= 8
+            && info.slot_size.is_multiple_of(4)
+            && (info.offset as usize).is_multiple_of(64)
+            && (info.offset as usize)
+                .checked_add(info.bytes())
+                .is_some_and(|e| e <= REGION_BYTES);
+        if !fits {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "ring outside its region",
+            ));
+        }
+        Ok(Ring {
+            region: Arc::clone(region),
+            info,
+            mine: 0,
+        })
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        self.region.atomic(self.info.offset as usize)
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        self.region.atomic(self.info.offset as usize + CONSUMER)
+    }
+
+    fn slot(&self, index: u32) -> usize {
+        self.info.offset as usize
+            + SLOTS
+            + (index & (self.info.slots - 1)) as usize * self.info.slot_size as usize
+    }
+
+    /// The largest message a slot holds.
+    pub fn max_message(&self) -> usize {
+        self.info.slot_size as usize - 4
+    }
+
+    /// Produces one message; false if the ring is full or the message too big for a slot.
+    pub fn push(&mut self, msg: &[u8]) -> bool {
+        let consumed = self.consumer().load(Ordering::Acquire);
+        // A consumer index that claims more than was produced is treated as "nothing consumed".
+        let used = self.mine.wrapping_sub(consumed);
+        if used >= self.info.slots || msg.len() > self.max_message() {
+            return false;
+        }
+        let at = self.slot(self.mine);
+        self.region.write(at, &(msg.len() as u32).to_le_bytes());
+        self.region.write(at + 4, msg);
+        self.mine = self.mine.wrapping_add(1);
+        self.producer().store(self.mine, Ordering::Release);
+        true
+    }
+
+    /// Consumes one message into `out`; false if the ring is empty. A slot whose length is
+    /// impossible yields an empty message (which fails to decode).
+    pub fn pop(&mut self, out: &mut Vec<u8>) -> bool {
+        let produced = self.producer().load(Ordering::Acquire);
+        let waiting = produced.wrapping_sub(self.mine);
+        if waiting == 0 || waiting > self.info.slots {
+            return false;
+        }
+        let at = self.slot(self.mine);
+        let mut len = [0u8; 4];
+        self.region.read(at, &mut len);
+        let len = u32::from_le_bytes(len) as usize;
+        out.clear();
+        if len <= self.max_message() {
+            out.resize(len, 0);
+            self.region.read(at + 4, out);
+        }
+        self.mine = self.mine.wrapping_add(1);
+        self.consumer().store(self.mine, Ordering::Release);
+        true
+    }
+
+    /// Whether a message waits (consumer side).
+    pub fn has_message(&self) -> bool {
+        let waiting = self
+            .producer()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.mine);
+        waiting != 0 && waiting <= self.info.slots
+    }
+
+    /// The messages produced but not consumed yet (producer side), oldest first.
+    pub fn unconsumed(&self) -> Vec<Vec<u8>> {
+        let consumed = self.consumer().load(Ordering::Acquire);
+        let waiting = self.mine.wrapping_sub(consumed).min(self.info.slots);
+        (0..waiting)
+            .map(|k| {
+                let at = self.slot(self.mine.wrapping_sub(waiting).wrapping_add(k));
+                let mut len = [0u8; 4];
+                self.region.read(at, &mut len);
+                let len = (u32::from_le_bytes(len) as usize).min(self.max_message());
+                let mut out = vec![0u8; len];
+                self.region.read(at + 4, &mut out);
+                out
+            })
+            .collect()
+    }
+
+    /// Whether there is room for another message (producer side).
+    pub fn has_room(&self) -> bool {
+        self.mine
+            .wrapping_sub(self.consumer().load(Ordering::Acquire))
+            < self.info.slots
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_carries_messages_between_two_mappings() {
+        let (daemon, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let mut alloc = Allocator::default();
+        let info = alloc.ring(3, 64).unwrap();
+        assert_eq!(info.slots, 4);
+        let mut tx = Ring::new(&program, info).unwrap();
+        let mut rx = Ring::new(&daemon, info).unwrap();
+        let mut out = Vec::new();
+        assert!(!rx.pop(&mut out));
+        for i in 0..4u8 {
+            assert!(tx.push(&[i; 10]));
+        }
+        assert!(!tx.push(&[9]), "full");
+        assert!(!tx.push(&[0; 61]), "too big for a slot");
+        for i in 0..4u8 {
+            assert!(rx.pop(&mut out));
+            assert_eq!(out, [i; 10]);
+        }
+        assert!(!rx.has_message());
+        assert!(tx.has_room());
+        // Wraps around.
+        for round in 0..10u8 {
+            assert!(tx.push(&[round]));
+            assert!(rx.pop(&mut out));
+            assert_eq!(out, [round]);
+        }
+        // Doorbell and sleep flag are seen across mappings.
+        daemon.set_sleeping(true);
+        assert!(program.sleeping());
+        program.ring_doorbell();
+        assert_eq!(daemon.doorbell(), 1);
+    }
+
+    #[test]
+    fn a_program_cannot_resize_the_region() {
+        use std::os::fd::AsRawFd;
+        let (_daemon, fd) = Region::create().unwrap();
+        for len in [0, REGION_BYTES as libc::off_t * 2] {
+            // SAFETY: no pointers.
+            let r = unsafe { libc::ftruncate(fd.as_raw_fd(), len) };
+            assert_eq!(r, -1, "resized to {len}");
+            assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EPERM));
+        }
+    }
+
+    #[test]
+    fn garbage_from_the_other_side_is_contained() {
+        let (daemon, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let info = Allocator::default().ring(4, 64).unwrap();
+        let mut rx = Ring::new(&daemon, info).unwrap();
+        // A producer index far beyond the ring: nothing is consumed.
+        program
+            .atomic(info.offset as usize)
+            .store(1000, Ordering::Release);
+        assert!(!rx.pop(&mut Vec::new()));
+        // A plausible index with an impossible length: an empty message.
+        program
+            .atomic(info.offset as usize)
+            .store(1, Ordering::Release);
+        program.write(info.offset as usize + SLOTS, &u32::MAX.to_le_bytes());
+        let mut out = vec![1];
+        assert!(rx.pop(&mut out));
+        assert!(out.is_empty());
+        // Rings outside the region are refused.
+        let bad = RingInfo {
+            offset: REGION_BYTES as u64,
+            ..info
+        };
+        assert!(Ring::new(&daemon, bad).is_err());
+    }
+}

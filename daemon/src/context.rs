@@ -1,0 +1,204 @@
+//! A device context: one client connection, the objects it owns, its events and completion
+//! channels, and what is waiting to be sent to it. [`crate::requests`] answers what it asks.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+
+use softrnic_emu_core::{Engine, Event, Space};
+
+use crate::ProcessMemory;
+use crate::rings::Rings;
+use softrnic_client::proto::{self, Reply, Request};
+use softrnic_sys as sys;
+
+/// Objects a context created.
+#[derive(Debug, Default)]
+pub(super) struct Owned {
+    pub pds: BTreeSet<u32>,
+    pub mrs: BTreeSet<u32>,
+    pub mws: BTreeSet<u32>,
+    pub cqs: BTreeSet<u32>,
+    pub srqs: BTreeSet<u32>,
+    pub qps: BTreeSet<u32>,
+}
+
+/// One connection.
+pub(super) struct Context {
+    pub stream: UnixStream,
+    pub inbuf: Vec<u8>,
+    /// Replies and captured frames not yet taken by the socket.
+    pub outbuf: Vec<u8>,
+    /// A capture: which device (`Some(None)`: every one), and frames lost since the last sent.
+    pub capture: Option<Option<usize>>,
+    pub dropped: u64,
+    /// Events for this context's objects, until it asks for them.
+    pub events: VecDeque<Event>,
+    /// The stream is out of step (a length beyond the limit): close after the reply.
+    pub broken: bool,
+    /// The shared region and its rings (empty until a device is opened).
+    pub rings: Rings,
+    /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
+    pub send_fds: Vec<OwnedFd>,
+    /// Completion channels: each the write end of its notification pipe (a byte per
+    /// notification) and the CQs that fired since it was last asked; and which channel each CQ
+    /// notifies.
+    pub channels: BTreeMap<u32, (OwnedFd, Vec<u32>)>,
+    /// The write end of the async event pipe: a byte per event in `events`.
+    pub async_notify: Option<OwnedFd>,
+    pub cq_channel: BTreeMap<u32, u32>,
+    pub pid: u32,
+    pub uid: u32,
+    pub space: Space,
+    /// The device opened, by index.
+    pub device: Option<usize>,
+    pub hello: bool,
+    pub owned: Owned,
+    /// An RDMA CM event channel's events (a connection is a device context or a channel).
+    pub cm: Option<crate::rdma_cm::Channel>,
+}
+
+impl Context {
+    pub fn new(stream: UnixStream, pid: u32, uid: u32, space: Space) -> Context {
+        Context {
+            stream,
+            inbuf: Vec::new(),
+            outbuf: Vec::new(),
+            capture: None,
+            dropped: 0,
+            events: VecDeque::new(),
+            broken: false,
+            rings: Rings::default(),
+            send_fds: Vec::new(),
+            channels: BTreeMap::new(),
+            cq_channel: BTreeMap::new(),
+            async_notify: None,
+            pid,
+            uid,
+            space,
+            device: None,
+            hello: false,
+            owned: Owned::default(),
+            cm: None,
+        }
+    }
+
+    /// The next whole request in the input buffer, if one has arrived.
+    pub fn next_message(&mut self) -> Option<io::Result<Request>> {
+        if self.broken {
+            return None;
+        }
+        let len = u32::from_le_bytes(self.inbuf.get(..4)?.try_into().ok()?) as usize;
+        if len > proto::MAX_MESSAGE {
+            // The stream cannot be followed past this: answer, then close the connection.
+            self.inbuf.clear();
+            self.broken = true;
+            return Some(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "message too long",
+            )));
+        }
+        let body = self.inbuf.get(4..4 + len)?;
+        let req = proto::decode(body);
+        self.inbuf.drain(..4 + len);
+        Some(req)
+    }
+
+    /// Takes an event about one of its objects: a completion notification goes to the CQ's
+    /// channel (a byte in its pipe; a CQ without a channel has nowhere to notify, as in
+    /// verbs), the rest to the async events (a byte in the async pipe).
+    pub fn notify(&mut self, event: Event) {
+        if let Event::Completion { cq } = event {
+            if let Some((fd, fired)) = self
+                .cq_channel
+                .get(&cq)
+                .and_then(|c| self.channels.get_mut(c))
+            {
+                fired.push(cq);
+                sys::notify(fd.as_raw_fd());
+            }
+            return;
+        }
+        self.events.push_back(event);
+        if let Some(fd) = &self.async_notify {
+            sys::notify(fd.as_raw_fd());
+        }
+    }
+
+    /// Whether the event is about one of this context's objects.
+    pub fn owns(&self, event: &Event) -> bool {
+        let o = &self.owned;
+        match *event {
+            Event::Completion { cq } | Event::CqError { cq } => o.cqs.contains(&cq),
+            Event::SrqLimitReached { srq } => o.srqs.contains(&srq),
+            Event::CommEstablished { qpn }
+            | Event::SqDrained { qpn }
+            | Event::LastWqeReached { qpn }
+            | Event::QpFatal { qpn } => o.qps.contains(&qpn),
+        }
+    }
+
+    /// Frees everything the context owns, QPs first (their WRs are flushed), then windows,
+    /// regions, SRQs, CQs and PDs.
+    pub fn release(&self, engine: &mut Engine<ProcessMemory>) {
+        for &qpn in &self.owned.qps {
+            let _ = engine.destroy_qp(qpn);
+        }
+        for &key in &self.owned.mws {
+            let _ = engine.dealloc_mw(key);
+        }
+        for &key in &self.owned.mrs {
+            let _ = engine.dereg_mr(key);
+        }
+        for &srq in &self.owned.srqs {
+            let _ = engine.destroy_srq(srq);
+        }
+        for &cq in &self.owned.cqs {
+            let _ = engine.destroy_cq(cq);
+        }
+        for &pd in &self.owned.pds {
+            let _ = engine.dealloc_pd(pd);
+        }
+    }
+
+    /// Queues a message for the socket; the Open reply goes at once, with the region's memfd
+    /// and the pipes.
+    pub fn queue(&mut self, msg: &Reply) {
+        let Ok(bytes) = proto::encode(msg) else {
+            return;
+        };
+        if !self.send_fds.is_empty() {
+            let fds: Vec<_> = std::mem::take(&mut self.send_fds);
+            let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+            while !self.outbuf.is_empty() && self.flush().is_ok() {
+                std::thread::yield_now();
+            }
+            let _ = sys::send_fds(self.stream.as_raw_fd(), &bytes, &raw);
+            return;
+        }
+        self.outbuf.extend_from_slice(&bytes);
+    }
+
+    /// Writes what the socket takes now, without blocking. Err when the peer has gone.
+    pub fn flush(&mut self) -> io::Result<()> {
+        use std::io::Write;
+        while !self.outbuf.is_empty() {
+            match self.stream.write(&self.outbuf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// PDs, MRs, CQs and QPs held.
+    pub fn counts(&self) -> [u32; 4] {
+        let o = &self.owned;
+        [o.pds.len(), o.mrs.len(), o.cqs.len(), o.qps.len()].map(|n| n as u32)
+    }
+}

@@ -1,0 +1,268 @@
+//! The daemon reaches a program's registered memory in the program's own address space, with
+//! process_vm_readv/writev: no copy into the daemon, no shared mapping to set up. The engine has
+//! checked keys, PDs, access and ranges before it asks; a process that has gone (or an address
+//! it unmapped) is a fault, which the engine turns into an error completion.
+//!
+//! Each of those calls costs far more than the bytes it moves (the kernel looks up the process
+//! and checks ptrace access every time), and the engine asks once per packet. So, within one
+//! pass of the daemon's loop ([`ProcessMemory::end_pass`]):
+//! - a packet-sized read fetches up to [`READ_AHEAD`] bytes, and the packets after it are
+//!   served from them;
+//! - writes are collected and written together, with one call per process, before anything
+//!   that could let a program see them: before the daemon sends frames, and at the end of the
+//!   pass (before completions reach the rings). A read of bytes with a write pending writes
+//!   them first.
+//!
+//! Nothing is kept across passes: work a program posts is taken at the start of a pass, after
+//! it wrote its buffers. A write that fails when collected writes go out (the program unmapped
+//! registered memory) is lost and logged, as data written to the pinned pages of an unmapped
+//! region is with rxe.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use softrnic_emu_core::{Fault, Memory, Space};
+
+use softrnic_sys as sys;
+
+/// How much a read fetches at most: sixteen times what it asks for, up to this.
+pub const READ_AHEAD: usize = 128 << 10;
+/// Reads shorter than this fetch only what they ask.
+const MIN_READ_AHEAD: usize = 1024;
+/// Collected writes go out when they reach this many bytes.
+const WRITE_BATCH: usize = 1 << 20;
+
+/// Bytes read ahead from one address space (`bytes` keeps its allocation from pass to pass;
+/// `valid` says whether it holds anything in this one).
+#[derive(Debug, Default)]
+struct Ahead {
+    valid: bool,
+    space: Space,
+    addr: u64,
+    bytes: Vec<u8>,
+}
+
+impl Ahead {
+    fn covers(&self, space: Space, addr: u64, len: usize) -> bool {
+        self.valid
+            && space == self.space
+            && addr >= self.addr
+            && addr + len as u64 <= self.addr + self.bytes.len() as u64
+    }
+
+    fn overlaps(&self, space: Space, addr: u64, len: usize) -> bool {
+        self.valid && space == self.space && overlap(self.addr, self.bytes.len(), addr, len)
+    }
+}
+
+/// Writes not yet made: their bytes back to back in one buffer (kept from pass to pass), and
+/// for each run of bytes where it goes.
+#[derive(Debug, Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    /// (space, address, start in `bytes`, length), in order.
+    runs: Vec<(Space, u64, usize, usize)>,
+}
+
+impl Pending {
+    fn push(&mut self, space: Space, addr: u64, src: &[u8]) {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(src);
+        // Packets of one message land back to back: one run.
+        match self.runs.last_mut() {
+            Some((s, a, _, len)) if *s == space && *a + *len as u64 == addr => *len += src.len(),
+            _ => self.runs.push((space, addr, start, src.len())),
+        }
+    }
+
+    fn overlaps(&self, space: Space, addr: u64, len: usize) -> bool {
+        self.runs
+            .iter()
+            .any(|&(s, a, _, l)| s == space && overlap(a, l, addr, len))
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.runs.clear();
+    }
+}
+
+/// Whether `[a, a + alen)` and `[b, b + blen)` share a byte.
+fn overlap(a: u64, alen: usize, b: u64, blen: usize) -> bool {
+    a < b + blen as u64 && b < a + alen as u64
+}
+
+/// The address spaces of a device's contexts: each context's space is its process.
+#[derive(Debug, Default)]
+pub struct ProcessMemory {
+    pids: HashMap<Space, u32>,
+    ahead: RefCell<Ahead>,
+    pending: RefCell<Pending>,
+}
+
+impl ProcessMemory {
+    /// Context `space` lives in process `pid`.
+    pub fn attach(&mut self, space: Space, pid: u32) {
+        self.pids.insert(space, pid);
+    }
+
+    /// The context is gone.
+    pub fn detach(&mut self, space: Space) {
+        self.flush();
+        self.pids.remove(&space);
+        self.ahead.get_mut().valid = false;
+    }
+
+    /// Makes the collected writes: one call per process.
+    pub fn flush(&mut self) {
+        self.flush_all();
+    }
+
+    /// `flush`, through a shared reference (reads may need it).
+    fn flush_all(&self) {
+        let mut pending = self.pending.borrow_mut();
+        if pending.runs.is_empty() {
+            return;
+        }
+        let mut by_pid: HashMap<u32, Vec<(u64, &[u8])>> = HashMap::new();
+        for &(space, addr, start, len) in &pending.runs {
+            // A context that went has no memory left to write.
+            if let Some(&pid) = self.pids.get(&space) {
+                let piece = (addr, &pending.bytes[start..start + len]);
+                by_pid.entry(pid).or_default().push(piece);
+            }
+        }
+        for (pid, pieces) in by_pid {
+            if let Err(e) = sys::vm_write_all(pid, &pieces) {
+                tracing::warn!(pid, %e, "writing registered memory failed (unmapped?)");
+            }
+        }
+        pending.clear();
+    }
+
+    /// The end of a pass of the daemon's loop: writes made, read-ahead dropped.
+    pub fn end_pass(&mut self) {
+        self.flush();
+        self.ahead.get_mut().valid = false;
+    }
+
+    /// Makes the collected writes if one overlaps `[addr, addr + len)` in `space`.
+    fn flush_overlapping(&self, space: Space, addr: u64, len: usize) {
+        if self.pending.borrow().overlaps(space, addr, len) {
+            self.flush_all();
+        }
+    }
+}
+
+impl Memory for ProcessMemory {
+    fn read(&self, space: Space, addr: u64, dst: &mut [u8]) -> Result<(), Fault> {
+        let pid = *self.pids.get(&space).ok_or(Fault)?;
+        self.flush_overlapping(space, addr, dst.len());
+        let mut a = self.ahead.borrow_mut();
+        if a.covers(space, addr, dst.len()) {
+            let at = (addr - a.addr) as usize;
+            dst.copy_from_slice(&a.bytes[at..at + dst.len()]);
+            return Ok(());
+        }
+        // A short read is a short message: fetch just it. A packet-sized one is likely followed
+        // by the rest of its message: fetch ahead (the fetch stops at the first unmapped page,
+        // which is fine while it covers what was asked).
+        let ahead = (dst.len() * 16).min(READ_AHEAD);
+        if dst.len() < MIN_READ_AHEAD || ahead <= dst.len() {
+            return sys::vm_read(pid, addr, dst).map_err(|_| Fault);
+        }
+        a.valid = false;
+        a.bytes.resize(ahead, 0);
+        let n = sys::vm_read_some(pid, addr, &mut a.bytes).map_err(|_| Fault)?;
+        if n < dst.len() {
+            return Err(Fault);
+        }
+        a.bytes.truncate(n);
+        dst.copy_from_slice(&a.bytes[..dst.len()]);
+        (a.valid, a.space, a.addr) = (true, space, addr);
+        Ok(())
+    }
+
+    fn write(&mut self, space: Space, addr: u64, src: &[u8]) -> Result<(), Fault> {
+        if !self.pids.contains_key(&space) {
+            return Err(Fault);
+        }
+        let ahead = self.ahead.get_mut();
+        if ahead.overlaps(space, addr, src.len()) {
+            ahead.valid = false;
+        }
+        let pending = self.pending.get_mut();
+        pending.push(space, addr, src);
+        if pending.bytes.len() >= WRITE_BATCH {
+            self.flush();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes as they are now: the kernel writes them behind the compiler's back.
+    fn seen(data: &[u8]) -> Vec<u8> {
+        std::hint::black_box(data).to_vec()
+    }
+
+    #[test]
+    fn reads_and_writes_a_process_and_faults_elsewhere() {
+        let mut m = ProcessMemory::default();
+        let mut data = vec![1u8, 2, 3, 4];
+        let addr = data.as_mut_ptr() as u64;
+        m.attach(7, std::process::id());
+        let mut out = [0u8; 4];
+        m.read(7, addr, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3, 4]);
+        m.write(7, addr + 1, &[9, 9]).unwrap();
+        // A read of written bytes sees them, before the pass ends.
+        m.read(7, addr, &mut out).unwrap();
+        assert_eq!(out, [1, 9, 9, 4]);
+        m.end_pass();
+        assert_eq!(seen(&data), [1, 9, 9, 4]);
+        assert_eq!(m.read(8, addr, &mut out), Err(Fault), "an unknown context");
+        assert_eq!(m.read(7, 8, &mut out), Err(Fault), "an unmapped address");
+        m.detach(7);
+        assert_eq!(m.read(7, addr, &mut out), Err(Fault));
+    }
+
+    #[test]
+    fn writes_wait_for_the_pass_to_end_and_reads_ahead_stop_there() {
+        let mut m = ProcessMemory::default();
+        let mut data = vec![0u8; 3 * 4096];
+        let addr = data.as_mut_ptr() as u64;
+        m.attach(1, std::process::id());
+        // Three packets' worth, back to back: collected into one piece.
+        for k in 0..3u8 {
+            m.write(1, addr + u64::from(k) * 4096, &[k + 1; 4096])
+                .unwrap();
+        }
+        assert_eq!(m.pending.borrow().runs.len(), 1);
+        assert_eq!(seen(&data[..1]), [0], "not written yet");
+        m.end_pass();
+        assert_eq!(seen(&data[8191..8193]), [2, 3]);
+        // A packet-sized read fetches ahead, and serves the next packet without asking the
+        // kernel...
+        let mut packet = [0u8; 4096];
+        m.read(1, addr, &mut packet).unwrap();
+        data[4096] = 77;
+        m.read(1, addr + 4096, &mut packet).unwrap();
+        assert_eq!(
+            packet[..2],
+            [2, 2],
+            "served from the bytes read ahead in this pass"
+        );
+        // ...until the pass ends.
+        m.end_pass();
+        m.read(1, addr + 4096, &mut packet).unwrap();
+        assert_eq!(packet[..2], [77, 2]);
+        // A short read is a short message: nothing is fetched ahead.
+        m.end_pass();
+        m.read(1, addr, &mut packet[..8]).unwrap();
+        assert!(!m.ahead.borrow().valid);
+    }
+}

@@ -1,0 +1,448 @@
+//! What the daemon answers on a client connection: administration (devices up and down,
+//! status, captures), opening a device, and the verbs calls on its objects; rdma_cm's requests
+//! go to [`crate::rdma_cm`]. Every handle a request names must be one its context created
+//! (EINVAL otherwise), so no program reaches another's objects; and every remote access goes
+//! through the engine's key and PD checks, so none reaches another's memory.
+
+use softrnic_emu_core::{AttrMask, VerbsError, key_index};
+
+use crate::Daemon;
+use crate::rings::Rings;
+use softrnic_client::proto::{self, Reply, Request};
+use softrnic_client::shm::Region;
+use softrnic_sys as sys;
+
+fn error(errno: i32, message: impl Into<String>) -> Reply {
+    Reply::Error {
+        errno,
+        message: message.into(),
+    }
+}
+
+fn verbs(e: VerbsError) -> Reply {
+    error(e.errno(), e.to_string())
+}
+
+fn handle_or<T>(r: softrnic_emu_core::Result<T>, f: impl FnOnce(T) -> Reply) -> Reply {
+    r.map_or_else(verbs, f)
+}
+
+const NOT_OURS: &str = "no such object in this context";
+
+impl Daemon {
+    fn is_admin(&self, uid: u32) -> bool {
+        uid == 0 || uid == self.uid
+    }
+
+    /// Answers one request of context `i`.
+    pub(super) fn handle(&mut self, i: usize, req: Request) -> Reply {
+        let ctx = self.contexts[i].as_mut().expect("open");
+        if !ctx.hello {
+            return match req {
+                Request::Hello { version } if version == proto::VERSION => {
+                    ctx.hello = true;
+                    Reply::Hello {
+                        version: proto::VERSION,
+                        pid: std::process::id(),
+                    }
+                }
+                Request::Hello { version } => error(
+                    libc::EPROTO,
+                    format!(
+                        "protocol version {version}; this daemon speaks {}",
+                        proto::VERSION
+                    ),
+                ),
+                _ => error(libc::EPROTO, "the first request must be Hello"),
+            };
+        }
+        let uid = ctx.uid;
+        match req {
+            Request::Hello { .. } => error(libc::EPROTO, "Hello was said already"),
+            Request::ListDevices => Reply::Devices(self.device_infos()),
+            Request::Up(up) => {
+                if !self.is_admin(uid) {
+                    return error(libc::EPERM, "only root or the daemon's user adds devices");
+                }
+                match self.up(&up) {
+                    Ok(name) => Reply::Devices(
+                        self.device_infos()
+                            .into_iter()
+                            .filter(|d| d.name == name)
+                            .collect(),
+                    ),
+                    Err(e) => error(e.raw_os_error().unwrap_or(libc::EINVAL), e.to_string()),
+                }
+            }
+            Request::Down { name } => {
+                if !self.is_admin(uid) {
+                    return error(
+                        libc::EPERM,
+                        "only root or the daemon's user removes devices",
+                    );
+                }
+                let Some(d) = self.device_index(&name) else {
+                    return error(libc::ENODEV, format!("no device {name}"));
+                };
+                for c in 0..self.contexts.len() {
+                    let Some(x) = self.contexts[c].as_mut().filter(|x| x.device == Some(d)) else {
+                        continue;
+                    };
+                    if c == i {
+                        // The asker has it open too: it gets its reply, then is closed.
+                        x.broken = true;
+                    } else {
+                        self.close(c);
+                    }
+                }
+                self.cm_device_removed(d);
+                self.devices[d] = None;
+                tracing::info!(device = %name, "device down");
+                Reply::Ok
+            }
+            Request::Counters { name } => match self.device_index(&name) {
+                Some(d) => Reply::Counters(
+                    self.devices[d]
+                        .as_ref()
+                        .expect("found")
+                        .engine
+                        .counters()
+                        .clone(),
+                ),
+                None => error(libc::ENODEV, format!("no device {name}")),
+            },
+            Request::Capture { device } => {
+                let filter = match device {
+                    None => None,
+                    Some(name) => match self.device_index(&name) {
+                        Some(d) => Some(d),
+                        None => return error(libc::ENODEV, format!("no device {name}")),
+                    },
+                };
+                self.contexts[i].as_mut().expect("open").capture = Some(filter);
+                Reply::Ok
+            }
+            Request::CmListeners => Reply::CmListeners(self.cm_listeners()),
+            req if req.is_rdma_cm() => self.rdma_cm(i, req),
+            Request::Open { name } => {
+                let Some(d) = self.device_index(&name) else {
+                    return error(libc::ENODEV, format!("no device {name}"));
+                };
+                let ctx = self.contexts[i].as_mut().expect("open");
+                if ctx.device.is_some() || ctx.cm.is_some() {
+                    return error(libc::EINVAL, "this connection is in use already");
+                }
+                let (region, memfd) = match Region::create() {
+                    Ok(r) => r,
+                    Err(e) => return error(libc::ENOMEM, format!("shared region: {e}")),
+                };
+                // The program writes a byte to wake the daemon; the daemon reads the other end.
+                let (wake, wake_write) = match sys::wake_pair() {
+                    Ok(p) => p,
+                    Err(e) => return error(libc::EMFILE, format!("socketpair: {e}")),
+                };
+                let (async_read, async_write) = match sys::notify_pipe() {
+                    Ok(p) => p,
+                    Err(e) => return error(libc::EMFILE, format!("pipe: {e}")),
+                };
+                ctx.rings = Rings::new(region, wake);
+                ctx.async_notify = Some(async_write);
+                ctx.send_fds = vec![memfd, wake_write, async_read];
+                ctx.device = Some(d);
+                let (space, pid) = (ctx.space, ctx.pid);
+                let dev = self.devices[d].as_mut().expect("found");
+                dev.engine.memory_mut().attach(space, pid);
+                dev.info.contexts += 1;
+                Reply::Ok
+            }
+            req => {
+                let groups = matches!(
+                    req,
+                    Request::AttachMcast { .. }
+                        | Request::DetachMcast { .. }
+                        | Request::DestroyQp(_)
+                );
+                let reply = self.verb(i, req);
+                if let (true, Some(d)) = (groups, self.contexts[i].as_ref().and_then(|c| c.device))
+                {
+                    self.sync_multicast(d);
+                }
+                reply
+            }
+        }
+    }
+
+    fn device_infos(&self) -> Vec<proto::DeviceInfo> {
+        self.devices
+            .iter()
+            .enumerate()
+            .filter_map(|(d, dev)| {
+                let mut info = dev.as_ref()?.info.clone();
+                for ctx in self
+                    .contexts
+                    .iter()
+                    .flatten()
+                    .filter(|c| c.device == Some(d))
+                {
+                    for (sum, n) in info.objects.iter_mut().zip(ctx.counts()) {
+                        *sum += n;
+                    }
+                }
+                Some(info)
+            })
+            .collect()
+    }
+
+    /// A verbs call on the context's open device.
+    fn verb(&mut self, i: usize, mut req: Request) -> Reply {
+        let Some(d) = self.contexts[i].as_ref().and_then(|c| c.device) else {
+            return error(libc::EINVAL, "open a device first");
+        };
+        // The work the program posted before this call goes through the engine first, as a
+        // kernel provider's posts are done when they return: the call sees it (a CQ resized
+        // below the completions of sends posted before it is refused, for one). Its events and
+        // completions reach the program before the call is answered, as in every pass: a CQ
+        // armed now must find in its ring every completion made before the arming, or the
+        // program's poll after arming would miss one that raises no event.
+        self.take_posted();
+        self.pump();
+        self.route_events();
+        self.fill_cqs();
+        // Address handles name a GID; the device resolves its MAC (ARP/ND) before the engine
+        // sees it.
+        if let Request::ModifyQp { attr, mask, .. } = &mut req
+            && mask.contains(AttrMask::AV)
+            && let Some(ah) = attr.ah.as_mut()
+        {
+            match self.resolve(d, ah.dgid) {
+                Ok(mac) => ah.dmac = softrnic_wire::EthernetAddress(mac),
+                Err(e) => return error(libc::EHOSTUNREACH, e.to_string()),
+            }
+        }
+        let ctx = self.contexts[i].as_mut().expect("open");
+        let engine = &mut self.devices[d].as_mut().expect("open").engine;
+        let o = &mut ctx.owned;
+        match req {
+            Request::QueryDevice => Reply::Device(engine.query_device().clone()),
+            Request::QueryPort => Reply::Port(engine.query_port().clone()),
+            Request::QueryGids => Reply::Gids(engine.gids().to_vec()),
+            Request::AllocPd => handle_or(engine.alloc_pd(ctx.space), |pd| {
+                o.pds.insert(pd);
+                Reply::Handle(pd)
+            }),
+            Request::DeallocPd(pd) if o.pds.contains(&pd) => {
+                handle_or(engine.dealloc_pd(pd), |()| {
+                    o.pds.remove(&pd);
+                    Reply::Ok
+                })
+            }
+            Request::RegMr {
+                pd,
+                addr,
+                len,
+                access,
+            } if o.pds.contains(&pd) => {
+                // Like a kernel provider pinning the pages: an unmapped range is EFAULT now,
+                // not a fault at the first access.
+                let mut probe = [0u8; 1];
+                let ends = [addr, addr.saturating_add(len.saturating_sub(1))];
+                if len > 0
+                    && ends
+                        .iter()
+                        .any(|&a| sys::vm_read(ctx.pid, a, &mut probe).is_err())
+                {
+                    return error(libc::EFAULT, "the range is not mapped in the program");
+                }
+                handle_or(engine.reg_mr(pd, addr, len, access), |key| {
+                    o.mrs.insert(key);
+                    Reply::Handle(key)
+                })
+            }
+            Request::DeregMr(key) if o.mrs.contains(&key) => {
+                handle_or(engine.dereg_mr(key), |()| {
+                    o.mrs.remove(&key);
+                    Reply::Ok
+                })
+            }
+            Request::CreateCq { cqe, channel } => {
+                if channel.is_some_and(|c| !ctx.channels.contains_key(&c)) {
+                    return error(libc::EINVAL, NOT_OURS);
+                }
+                handle_or(engine.create_cq(cqe), |cq| {
+                    match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                        Ok((info, ring)) => {
+                            if let Some(c) = channel {
+                                ctx.cq_channel.insert(cq, c);
+                            }
+                            o.cqs.insert(cq);
+                            ctx.rings.cqs.insert(cq, ring);
+                            Reply::CqCreated { cq, ring: info }
+                        }
+                        Err(e) => {
+                            let _ = engine.destroy_cq(cq);
+                            error(libc::ENOMEM, e.to_string())
+                        }
+                    }
+                })
+            }
+            Request::CreateCompChannel => match sys::notify_pipe() {
+                Ok((read, write)) => {
+                    let id = ctx.channels.keys().next_back().map_or(1, |k| k + 1);
+                    ctx.channels.insert(id, (write, Vec::new()));
+                    ctx.send_fds = vec![read];
+                    Reply::Handle(id)
+                }
+                Err(e) => error(libc::EMFILE, format!("pipe: {e}")),
+            },
+            Request::DestroyCompChannel(channel) => {
+                if !ctx.channels.contains_key(&channel) {
+                    error(libc::EINVAL, NOT_OURS)
+                } else if ctx.cq_channel.values().any(|&c| c == channel) {
+                    error(libc::EBUSY, "CQs still use this completion channel")
+                } else {
+                    ctx.channels.remove(&channel);
+                    Reply::Ok
+                }
+            }
+            Request::CqEvents { channel } => match ctx.channels.get_mut(&channel) {
+                Some((_, fired)) => Reply::Cqs(std::mem::take(fired)),
+                None => error(libc::EINVAL, NOT_OURS),
+            },
+            Request::DestroyCq(cq) if o.cqs.contains(&cq) => {
+                handle_or(engine.destroy_cq(cq), |()| {
+                    o.cqs.remove(&cq);
+                    ctx.rings.cqs.remove(&cq);
+                    ctx.cq_channel.remove(&cq);
+                    Reply::Ok
+                })
+            }
+            Request::ReqNotifyCq { cq, solicited } if o.cqs.contains(&cq) => {
+                handle_or(engine.req_notify_cq(cq, solicited), |()| Reply::Ok)
+            }
+            Request::CreateQp { pd, init }
+                if o.pds.contains(&pd)
+                    && o.cqs.contains(&init.send_cq)
+                    && o.cqs.contains(&init.recv_cq)
+                    && init.srq.is_none_or(|s| o.srqs.contains(&s)) =>
+            {
+                handle_or(engine.create_qp(pd, init), |qpn| {
+                    let rings = ctx
+                        .rings
+                        .new_ring(init.cap.max_send_wr, proto::SQ_SLOT)
+                        .and_then(|sq| {
+                            let rq = match init.srq {
+                                Some(_) => None,
+                                None => {
+                                    Some(ctx.rings.new_ring(init.cap.max_recv_wr, proto::RQ_SLOT)?)
+                                }
+                            };
+                            Ok((sq, rq))
+                        });
+                    match rings {
+                        Ok(((sq_info, sq), rq)) => {
+                            o.qps.insert(qpn);
+                            ctx.rings.sqs.insert(qpn, sq);
+                            let rq_info = rq.map(|(info, ring)| {
+                                ctx.rings.rqs.insert(qpn, ring);
+                                info
+                            });
+                            Reply::QpCreated {
+                                qpn,
+                                sq: sq_info,
+                                rq: rq_info,
+                            }
+                        }
+                        Err(e) => {
+                            let _ = engine.destroy_qp(qpn);
+                            error(libc::ENOMEM, e.to_string())
+                        }
+                    }
+                })
+            }
+            Request::ModifyQp { qpn, attr, mask } if o.qps.contains(&qpn) => {
+                handle_or(engine.modify_qp(qpn, &attr, mask), |()| Reply::Ok)
+            }
+            Request::QueryQp(qpn) if o.qps.contains(&qpn) => {
+                handle_or(engine.query_qp(qpn), |(a, c)| Reply::Qp(a, c))
+            }
+            Request::DestroyQp(qpn) if o.qps.contains(&qpn) => {
+                handle_or(engine.destroy_qp(qpn), |()| {
+                    o.qps.remove(&qpn);
+                    ctx.rings.sqs.remove(&qpn);
+                    ctx.rings.rqs.remove(&qpn);
+                    Reply::Ok
+                })
+            }
+            Request::AttachMcast { qpn, gid } if o.qps.contains(&qpn) => {
+                handle_or(engine.attach_mcast(qpn, gid), |()| Reply::Ok)
+            }
+            Request::DetachMcast { qpn, gid } if o.qps.contains(&qpn) => {
+                handle_or(engine.detach_mcast(qpn, gid), |()| Reply::Ok)
+            }
+            Request::ResizeCq { cq, cqe } if o.cqs.contains(&cq) => {
+                // Completions the program has not taken must all fit (as rxe: EINVAL).
+                let waiting = ctx.rings.cqs.get(&cq).map_or(0, |r| r.unconsumed().len());
+                if waiting + engine.cq_len(cq).unwrap_or(0) > cqe as usize {
+                    return error(libc::EINVAL, "fewer entries than completions waiting");
+                }
+                handle_or(engine.resize_cq(cq, cqe), |()| {
+                    // A new ring, holding the completions the program has not taken yet.
+                    match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                        Ok((info, mut ring)) => {
+                            if let Some(old) = ctx.rings.cqs.get(&cq) {
+                                for wc in old.unconsumed() {
+                                    ring.push(&wc);
+                                }
+                            }
+                            ctx.rings.cqs.insert(cq, ring);
+                            Reply::CqCreated { cq, ring: info }
+                        }
+                        Err(e) => error(libc::ENOMEM, e.to_string()),
+                    }
+                })
+            }
+            Request::CreateSrq {
+                pd,
+                max_wr,
+                max_sge,
+            } if o.pds.contains(&pd) => handle_or(engine.create_srq(pd, max_wr, max_sge), |srq| {
+                match ctx.rings.new_ring(max_wr, proto::RQ_SLOT) {
+                    Ok((info, ring)) => {
+                        o.srqs.insert(srq);
+                        ctx.rings.srqs.insert(srq, ring);
+                        Reply::SrqCreated { srq, ring: info }
+                    }
+                    Err(e) => {
+                        let _ = engine.destroy_srq(srq);
+                        error(libc::ENOMEM, e.to_string())
+                    }
+                }
+            }),
+            Request::ModifySrq { srq, limit } if o.srqs.contains(&srq) => {
+                handle_or(engine.modify_srq_limit(srq, limit), |()| Reply::Ok)
+            }
+            Request::DestroySrq(srq) if o.srqs.contains(&srq) => {
+                handle_or(engine.destroy_srq(srq), |()| {
+                    o.srqs.remove(&srq);
+                    ctx.rings.srqs.remove(&srq);
+                    Reply::Ok
+                })
+            }
+            Request::AllocMw { pd, mw_type } if o.pds.contains(&pd) => {
+                handle_or(engine.alloc_mw(pd, mw_type), |key| {
+                    o.mws.insert(key);
+                    Reply::Handle(key)
+                })
+            }
+            // A window is owned by its index: its key byte changes with each bind.
+            Request::DeallocMw(key) if o.mws.iter().any(|&k| key_index(k) == key_index(key)) => {
+                handle_or(engine.dealloc_mw(key), |()| {
+                    o.mws.retain(|&k| key_index(k) != key_index(key));
+                    Reply::Ok
+                })
+            }
+            Request::PollEvents => Reply::Events(ctx.events.drain(..).collect()),
+            _ => error(libc::EINVAL, NOT_OURS),
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! What every frame backend has beside moving frames (its [`Link`]): the interface it runs on,
+//! and a descriptor to poll for arriving frames.
+
+use std::io;
+use std::os::fd::OwnedFd;
+
+use crate::Link;
+
+use softrnic_sys as sys;
+
+/// An interface's Ethernet address and MTU, as a backend found them when it opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interface {
+    /// Its MAC.
+    pub mac: [u8; 6],
+    /// Its MTU.
+    pub mtu: u32,
+}
+
+impl Interface {
+    /// Asks the kernel through `fd`, any socket of the interface's namespace.
+    pub fn query(fd: &OwnedFd, name: &str) -> io::Result<Interface> {
+        Ok(Interface {
+            mac: sys::if_hwaddr(fd, name)?,
+            mtu: sys::if_mtu(fd, name)?,
+        })
+    }
+}
+
+/// A frame backend: a [`Link`] on an interface ([`crate::AfXdp`], [`crate::AfPacket`]).
+pub trait Backend: Link {
+    /// The interface it runs on.
+    fn interface(&self) -> Interface;
+
+    /// The descriptor that is readable when frames arrived, for poll(2).
+    fn fd(&self) -> &OwnedFd;
+
+    /// The interface's MAC.
+    fn mac(&self) -> [u8; 6] {
+        self.interface().mac
+    }
+
+    /// The interface's MTU.
+    fn mtu(&self) -> u32 {
+        self.interface().mtu
+    }
+}

@@ -1,0 +1,373 @@
+//! The AF_XDP backend: an XDP program sends RoCEv2 frames to an AF_XDP socket, which hands them
+//! to us through shared-memory rings; everything else stays with the kernel.
+//!
+//! Copy mode (`XDP_COPY`, the mode veth and most drivers give) with `XDP_USE_NEED_WAKEUP`, and
+//! multi-buffer (`XDP_USE_SG`, a program loaded with `BPF_F_XDP_HAS_FRAGS`): a frame longer
+//! than a UMEM chunk spans several descriptors, each but the last marked `XDP_PKT_CONTD`, so
+//! 4096-byte path MTUs (9000-byte interfaces) work.
+
+mod bpf;
+mod ring;
+
+use std::io;
+use std::mem::size_of;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use crate::Link;
+
+use crate::backend::{Backend, Interface};
+pub use bpf::Mode;
+use ring::Ring;
+use softrnic_sys::Mmap;
+
+use softrnic_sys as sys;
+
+/// Bytes per UMEM chunk.
+const CHUNK: u32 = 4096;
+/// Chunks in the UMEM: half receive, half transmit.
+const CHUNKS: u32 = 4096;
+/// Entries per ring.
+const RING: u32 = 2048;
+/// The kernel's headroom before a received frame (XDP_PACKET_HEADROOM).
+const HEADROOM: u32 = 256;
+/// The most bytes of a frame one chunk holds.
+const CHUNK_DATA: usize = (CHUNK - HEADROOM) as usize;
+/// The largest frame: a 9000-byte MTU and its Ethernet header and VLAN tag.
+pub const MAX_FRAME: usize = 9000 + 18;
+
+/// What the backend counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpStats {
+    /// Frames sent.
+    pub tx: u64,
+    /// Frames received.
+    pub rx: u64,
+    /// Frames longer than [`MAX_FRAME`], dropped.
+    pub rx_too_long: u64,
+}
+
+/// An AF_XDP socket on queue 0 of one interface, with its program attached.
+pub struct AfXdp {
+    fd: OwnedFd,
+    umem: Mmap,
+    fill: Ring<u64>,
+    completion: Ring<u64>,
+    rx: Ring<libc::xdp_desc>,
+    tx: Ring<libc::xdp_desc>,
+    /// Chunks free for transmitting.
+    free: Vec<u64>,
+    /// Received chunks to give back through the fill ring (it is consumed lazily).
+    refill: Vec<u64>,
+    /// Frames pushed to the TX ring since the last kick.
+    unkicked: u32,
+    /// A frame being assembled from several RX descriptors, and one being split into TX ones.
+    rx_frame: Vec<u8>,
+    tx_frame: Vec<u8>,
+    interface: Interface,
+    // The link detaches the program on drop; the map and program live as long.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+    /// Counters.
+    pub stats: XdpStats,
+}
+
+fn setsockopt<T>(fd: &OwnedFd, name: i32, value: &T) -> io::Result<()> {
+    // SAFETY: `value` outlives the call and its size is passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            name,
+            (value as *const T).cast(),
+            size_of::<T>() as u32,
+        )
+    };
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+fn err(e: io::Error, what: &str) -> io::Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) => " (AF_XDP needs CAP_NET_ADMIN and CAP_NET_RAW: run as root)",
+        Some(libc::ENOBUFS) | Some(libc::ENOMEM) => {
+            " (the UMEM counts against RLIMIT_MEMLOCK without CAP_IPC_LOCK: raise it with \
+             `ulimit -l unlimited` or run as root)"
+        }
+        Some(libc::EOPNOTSUPP) => " (the driver does not support this XDP mode)",
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
+}
+
+impl AfXdp {
+    /// Opens interface `ifname` (in the calling thread's namespace), attaches the program in
+    /// `mode`, and binds a socket to queue 0.
+    pub fn open(ifname: &str, mode: Mode) -> io::Result<AfXdp> {
+        let ifindex = sys::if_index(ifname).map_err(|e| err(e, ifname))?;
+        // SAFETY: no pointers; the descriptor is owned below.
+        let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(err(io::Error::last_os_error(), "AF_XDP socket"));
+        }
+        // SAFETY: a fresh descriptor nobody else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+
+        let umem = Mmap::new((CHUNK * CHUNKS) as usize, None).map_err(|e| err(e, "UMEM"))?;
+        // Zeroed in full: kernels from 6.8 read tx_metadata_len.
+        // SAFETY: xdp_umem_reg is plain data; all-zero is valid.
+        let mut reg: libc::xdp_umem_reg = unsafe { std::mem::zeroed() };
+        reg.addr = umem.as_ptr() as u64;
+        reg.len = umem.len() as u64;
+        reg.chunk_size = CHUNK;
+        reg.headroom = 0;
+        setsockopt(&fd, libc::XDP_UMEM_REG, &reg).map_err(|e| err(e, "register the UMEM"))?;
+        for name in [
+            libc::XDP_UMEM_FILL_RING,
+            libc::XDP_UMEM_COMPLETION_RING,
+            libc::XDP_RX_RING,
+            libc::XDP_TX_RING,
+        ] {
+            setsockopt(&fd, name, &RING).map_err(|e| err(e, "ring size"))?;
+        }
+        // SAFETY: xdp_mmap_offsets is plain data; all-zero is valid.
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut len = size_of::<libc::xdp_mmap_offsets>() as u32;
+        // SAFETY: `off` and `len` outlive the call and `len` is its size.
+        let ret = unsafe {
+            libc::getsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&raw mut off).cast(),
+                &raw mut len,
+            )
+        };
+        if ret < 0 {
+            return Err(err(io::Error::last_os_error(), "ring offsets"));
+        }
+        let map = |e| err(e, "map a ring");
+        let mut fill =
+            Ring::map(&fd, libc::XDP_UMEM_PGOFF_FILL_RING, &off.fr, RING).map_err(map)?;
+        let completion =
+            Ring::map(&fd, libc::XDP_UMEM_PGOFF_COMPLETION_RING, &off.cr, RING).map_err(map)?;
+        let rx = Ring::map(&fd, libc::XDP_PGOFF_RX_RING as u64, &off.rx, RING).map_err(map)?;
+        let tx = Ring::map(&fd, libc::XDP_PGOFF_TX_RING as u64, &off.tx, RING).map_err(map)?;
+
+        // Half the chunks wait in the fill ring for received frames; half are for sending.
+        for i in 0..CHUNKS / 2 {
+            fill.push(u64::from(i * CHUNK));
+        }
+        let free = (CHUNKS / 2..CHUNKS).map(|i| u64::from(i * CHUNK)).collect();
+
+        // SAFETY: sockaddr_xdp is plain data; all-zero is valid.
+        let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
+        sa.sxdp_family = libc::AF_XDP as u16;
+        sa.sxdp_flags = libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP | libc::XDP_USE_SG;
+        sa.sxdp_ifindex = ifindex;
+        sa.sxdp_queue_id = 0;
+        let bind = || {
+            // SAFETY: `sa` outlives the call and its size is passed.
+            let ret = unsafe {
+                libc::bind(
+                    fd.as_raw_fd(),
+                    (&raw const sa).cast(),
+                    size_of::<libc::sockaddr_xdp>() as u32,
+                )
+            };
+            if ret < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        // Rebinding right after another socket on the queue closed can be EBUSY for a moment.
+        bind()
+            .or_else(|e| {
+                if e.raw_os_error() == Some(libc::EBUSY) {
+                    std::thread::sleep(Duration::from_millis(10));
+                    bind()
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| err(e, "bind the AF_XDP socket"))?;
+
+        let xskmap = bpf::xskmap(1).map_err(|e| err(e, "create the XSKMAP"))?;
+        bpf::map_set(&xskmap, 0, fd.as_raw_fd()).map_err(|e| err(e, "fill the XSKMAP"))?;
+        let prog = bpf::load(&xskmap).map_err(|e| err(e, "load the XDP program"))?;
+        let link =
+            bpf::attach(&prog, ifindex, mode).map_err(|e| err(e, "attach the XDP program"))?;
+
+        let probe = sys::packet_socket().map_err(|e| err(e, "query the interface"))?;
+        let interface = Interface::query(&probe, ifname).map_err(|e| err(e, ifname))?;
+        Ok(AfXdp {
+            fd,
+            umem,
+            fill,
+            completion,
+            rx,
+            tx,
+            free,
+            refill: Vec::new(),
+            unkicked: 0,
+            rx_frame: Vec::with_capacity(MAX_FRAME),
+            tx_frame: vec![0; MAX_FRAME],
+            interface,
+            _link: link,
+            _prog: prog,
+            _map: xskmap,
+            stats: XdpStats::default(),
+        })
+    }
+
+    fn chunk(&mut self, addr: u64, len: usize) -> &mut [u8] {
+        assert!(addr as usize + len <= self.umem.len());
+        // SAFETY: the chunk lies inside the UMEM, and we own it now: it is in no ring the
+        // kernel reads or writes (taken from the free list or from the RX ring).
+        unsafe { std::slice::from_raw_parts_mut(self.umem.as_ptr().add(addr as usize), len) }
+    }
+
+    fn kick(&mut self) {
+        self.unkicked = 0;
+        // SAFETY: an empty sendto on our socket: the kernel only looks at the TX ring.
+        unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+    }
+
+    fn reclaim(&mut self) {
+        while let Some(addr) = self.completion.pop() {
+            self.free.push(addr & !u64::from(CHUNK - 1));
+        }
+        while let Some(&addr) = self.refill.last() {
+            if !self.fill.push(addr) {
+                break;
+            }
+            self.refill.pop();
+        }
+    }
+}
+
+impl Backend for AfXdp {
+    fn interface(&self) -> Interface {
+        self.interface
+    }
+
+    fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+}
+
+impl Link for AfXdp {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        self.reclaim();
+        // Room for the longest frame: enough free chunks and TX slots.
+        let worst = MAX_FRAME.div_ceil(CHUNK_DATA);
+        if self.tx.free() < worst as u32 || self.free.len() < worst {
+            // Let the kernel drain the TX ring and complete what it sent.
+            self.kick();
+            return false;
+        }
+        let mut frame = std::mem::take(&mut self.tx_frame);
+        let sent = match fill(&mut frame) {
+            Some(n) => {
+                // One descriptor per chunk; all but the last say the frame continues.
+                let pieces = frame[..n].chunks(CHUNK_DATA);
+                let last = pieces.len() - 1;
+                for (i, piece) in pieces.enumerate() {
+                    let addr = self.free.pop().expect("counted above");
+                    self.chunk(addr, piece.len()).copy_from_slice(piece);
+                    let options = if i < last { libc::XDP_PKT_CONTD } else { 0 };
+                    let desc = libc::xdp_desc {
+                        addr,
+                        len: piece.len() as u32,
+                        options,
+                    };
+                    self.tx.push(desc);
+                }
+                // Copy mode sends only on a kick, which sends at most 32 frames: kick every
+                // 32, and when the caller next looks for received frames (end of a burst).
+                self.unkicked += 1;
+                if self.unkicked >= 32 {
+                    self.kick();
+                }
+                self.stats.tx += 1;
+                true
+            }
+            None => false,
+        };
+        self.tx_frame = frame;
+        sent
+    }
+
+    fn flush(&mut self) {
+        if self.unkicked > 0 {
+            self.kick();
+        }
+    }
+
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        // Frames the kernel has not taken yet (it takes at most 32 per kick) get another kick.
+        if self.tx.free() < RING {
+            self.kick();
+        }
+        self.reclaim();
+        loop {
+            let Some(desc) = self.rx.pop() else {
+                if self.fill.needs_wakeup() {
+                    // SAFETY: an empty, non-blocking receive only wakes the kernel's RX side.
+                    unsafe {
+                        libc::recvfrom(
+                            self.fd.as_raw_fd(),
+                            std::ptr::null_mut(),
+                            0,
+                            libc::MSG_DONTWAIT,
+                            std::ptr::null_mut(),
+                            std::ptr::null_mut(),
+                        )
+                    };
+                }
+                // A frame's descriptors arrive together; a partial one waits for the rest.
+                return false;
+            };
+            let piece_len = desc.len as usize;
+            let mut frame = std::mem::take(&mut self.rx_frame);
+            if frame.len() + piece_len <= MAX_FRAME {
+                frame.extend_from_slice(self.chunk(desc.addr, piece_len));
+            } else {
+                // Too long: marked by overflowing the limit, dropped at its last piece.
+                frame.resize(MAX_FRAME + 1, 0);
+            }
+            self.rx_frame = frame;
+            self.refill.push(desc.addr & !u64::from(CHUNK - 1));
+            if desc.options & libc::XDP_PKT_CONTD != 0 {
+                continue;
+            }
+            let frame = std::mem::take(&mut self.rx_frame);
+            let whole = frame.len() <= MAX_FRAME;
+            if whole {
+                deliver(&frame);
+                self.stats.rx += 1;
+            } else {
+                self.stats.rx_too_long += 1;
+            }
+            self.rx_frame = frame;
+            self.rx_frame.clear();
+            if whole {
+                return true;
+            }
+        }
+    }
+}

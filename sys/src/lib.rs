@@ -1,0 +1,34 @@
+//! The system calls softrnic makes, each behind a safe function, by subject: packet sockets
+//! and interfaces, netlink, network namespaces, memory mappings, fd passing, notification
+//! pipes, and other processes (credentials, their memory, signals). Every `unsafe` block
+//! passes pointers to buffers it owns, with their true lengths.
+#![allow(unsafe_code)]
+
+use std::io;
+
+mod fds;
+mod interface;
+mod mmap;
+mod netlink;
+mod netns;
+mod notify;
+mod packet;
+mod process;
+pub mod rtnetlink;
+
+pub use fds::*;
+pub use interface::*;
+pub use mmap::Mmap;
+pub use netlink::*;
+pub use netns::*;
+pub use notify::*;
+pub use packet::*;
+pub use process::*;
+
+fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
