@@ -15,7 +15,7 @@ use softrnic_emu_core::{
     SendOp, SendWr, Sge, WcOpcode, WcStatus, bring_up,
 };
 
-const ALL: Access = Access(1 | 2 | 4 | 8);
+const ALL: Access = Access::from_bits_retain(1 | 2 | 4 | 8);
 const WAIT: Duration = Duration::from_secs(10);
 
 fn socket(tag: &str) -> PathBuf {

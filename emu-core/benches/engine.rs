@@ -39,7 +39,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
-const ALL: Access = Access(1 | 2 | 4 | 8);
+const ALL: Access = Access::from_bits_retain(1 | 2 | 4 | 8);
 
 fn budget() -> Duration {
     Duration::from_millis(

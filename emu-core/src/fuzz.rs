@@ -112,7 +112,7 @@ impl World {
             now: 0,
             scratch: vec![0; MAX_FRAME],
         };
-        let all = Access(15 | Access::MW_BIND.0);
+        let all = Access::from_bits_retain(15) | Access::MW_BIND;
         for access in [all, Access::LOCAL_WRITE, Access::REMOTE_READ] {
             let addr = w.engine.memory_mut().heap.alloc(BUF_LEN);
             w.bufs.push(Buf { addr, key: None });
@@ -183,7 +183,7 @@ impl World {
         };
         self.qps.push(info);
         let attr = QpAttr {
-            qp_access_flags: Access(15),
+            qp_access_flags: Access::from_bits_retain(15),
             qkey: QKEY,
             ah: Some(ah()),
             path_mtu: Mtu::M1024,
@@ -257,7 +257,7 @@ impl World {
                 let _ = self.engine.modify_qp(
                     qpn,
                     &a,
-                    AttrMask::STATE.or(AttrMask::EN_SQD_ASYNC_NOTIFY),
+                    AttrMask::STATE.union(AttrMask::EN_SQD_ASYNC_NOTIFY),
                 );
             }
             QpState::Err => {
@@ -572,7 +572,7 @@ fn act(w: &mut World, a: &Action) {
                     mr_lkey: remote.rkey,
                     addr: remote.addr,
                     len: u64::from(len),
-                    access: Access(u32::from(flags) & 15),
+                    access: Access::from_bits_retain(u32::from(flags) & 15),
                 }),
             };
             // Inline data is read at post time without a key check (IBA 10.8.2.2), so keep it
@@ -624,7 +624,7 @@ fn act(w: &mut World, a: &Action) {
             let attr = QpAttr {
                 qp_state: states[state as usize % states.len()],
                 cur_qp_state: states[(state >> 4) as usize % states.len()],
-                qp_access_flags: Access(value & 15),
+                qp_access_flags: Access::from_bits_retain(value & 15),
                 qkey: value,
                 ah: Some(ah()),
                 path_mtu: Mtu::from_ibv((value % 5) as u8 + 1).unwrap_or(Mtu::M1024),
@@ -639,13 +639,15 @@ fn act(w: &mut World, a: &Action) {
                 dest_qp_num: value & crate::psn::MASK,
                 ..QpAttr::default()
             };
-            let _ = w.engine.modify_qp(qpn, &attr, AttrMask(mask & 0x1f_ffff));
+            let _ = w
+                .engine
+                .modify_qp(qpn, &attr, AttrMask::from_bits_retain(mask & 0x1f_ffff));
             w.settle();
         }
         Action::Register { buf, access } => {
             let i = buf as usize % w.bufs.len();
             w.deregister(i);
-            w.register(i, Access(u32::from(access) & 63));
+            w.register(i, Access::from_bits_retain(u32::from(access) & 63));
         }
         Action::Deregister { buf } => w.deregister(buf as usize % w.bufs.len()),
         Action::Window {
@@ -668,7 +670,7 @@ fn act(w: &mut World, a: &Action) {
                     mr_lkey: b.key.unwrap_or(0),
                     addr: b.addr + u64::from(offset),
                     len: u64::from(len),
-                    access: Access::REMOTE_WRITE.with(Access::REMOTE_READ),
+                    access: Access::REMOTE_WRITE.union(Access::REMOTE_READ),
                 };
                 let qpn = w.qps[qp as usize % w.qps.len()].qpn;
                 let sge = w.sge(0, 0, 0);

@@ -8,42 +8,31 @@ use crate::memory::Space;
 use crate::rng::Rng;
 use crate::wr::MwBind;
 
-/// Access flags, numbered as `enum ibv_access_flags`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct Access(pub u32);
+bitflags::bitflags! {
+    /// Access flags, numbered as `enum ibv_access_flags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    pub struct Access: u32 {
+        /// The owner may write (needed for receive buffers and READ/atomic results).
+        const LOCAL_WRITE = 1;
+        /// Peers may RDMA WRITE.
+        const REMOTE_WRITE = 2;
+        /// Peers may RDMA READ.
+        const REMOTE_READ = 4;
+        /// Peers may execute atomics.
+        const REMOTE_ATOMIC = 8;
+        /// Memory windows may be bound to the region.
+        const MW_BIND = 16;
+        /// Remote addresses are offsets from the region's start.
+        const ZERO_BASED = 32;
+    }
+}
 
 impl Access {
-    /// The owner may write (needed for receive buffers and READ/atomic results).
-    pub const LOCAL_WRITE: Access = Access(1);
-    /// Peers may RDMA WRITE.
-    pub const REMOTE_WRITE: Access = Access(2);
-    /// Peers may RDMA READ.
-    pub const REMOTE_READ: Access = Access(4);
-    /// Peers may execute atomics.
-    pub const REMOTE_ATOMIC: Access = Access(8);
-    /// Memory windows may be bound to the region.
-    pub const MW_BIND: Access = Access(16);
-    /// Remote addresses are offsets from the region's start.
-    pub const ZERO_BASED: Access = Access(32);
-
-    /// Every flag softrnic knows.
-    pub const ALL: Access = Access(63);
-
-    /// Whether every flag in `other` is set.
-    pub const fn contains(self, other: Access) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The union.
-    pub const fn with(self, other: Access) -> Access {
-        Access(self.0 | other.0)
-    }
-
     /// Whether any remote access is granted (IBA 10.6.3.1: remote write or atomic requires
     /// local write).
     const fn needs_local_write(self) -> bool {
-        self.0 & (Access::REMOTE_WRITE.0 | Access::REMOTE_ATOMIC.0) != 0
+        self.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC))
     }
 }
 
@@ -174,7 +163,7 @@ impl KeyTable {
         len: u64,
         access: Access,
     ) -> crate::Result<u32> {
-        if !Access::ALL.contains(access) {
+        if !Access::all().contains(access) {
             return Err(crate::VerbsError::Invalid("unknown access flags"));
         }
         if access.needs_local_write() && !access.contains(Access::LOCAL_WRITE) {
@@ -445,7 +434,7 @@ fn check(e: &Entry, pd: u32, access: Access, addr: u64, len: u64) -> Result<Targ
 mod tests {
     use super::*;
 
-    const RW: Access = Access(1 | 2 | 4);
+    const RW: Access = Access::from_bits_retain(1 | 2 | 4);
 
     fn table() -> (KeyTable, Rng) {
         (KeyTable::default(), Rng::new(1))
@@ -521,7 +510,7 @@ mod tests {
     #[test]
     fn zero_based_regions_take_offsets() {
         let (mut t, mut rng) = table();
-        let access = RW.with(Access::ZERO_BASED);
+        let access = RW.union(Access::ZERO_BASED);
         let k = t.register(&mut rng, 1, 0, 0x5000, 0x10, access).unwrap();
         let target = t.check_remote(k, 1, 0, Access::REMOTE_READ, 4, 4).unwrap();
         assert_eq!(target.addr, 0x5004);
@@ -535,7 +524,7 @@ mod tests {
     fn windows_bind_invalidate_and_pin_their_region() {
         let (mut t, mut rng) = table();
         let mr = t
-            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.with(Access::MW_BIND))
+            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.union(Access::MW_BIND))
             .unwrap();
         let mw = t.alloc_mw(&mut rng, 1, MwType::Type2);
         // Unbound: unusable.
@@ -602,7 +591,7 @@ mod tests {
         };
         assert_eq!(t.bind(1, 0, &req), Err(KeyError::Access));
         let mr2 = t
-            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.with(Access::MW_BIND))
+            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.union(Access::MW_BIND))
             .unwrap();
         let far = MwBind {
             mr_lkey: mr2,

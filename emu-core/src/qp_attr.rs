@@ -53,44 +53,53 @@ pub enum QpState {
     Err = 6,
 }
 
-/// `ibv_qp_attr_mask` bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct AttrMask(pub u32);
-
-#[allow(missing_docs)]
-impl AttrMask {
-    pub const STATE: AttrMask = AttrMask(1);
-    pub const CUR_STATE: AttrMask = AttrMask(1 << 1);
-    pub const EN_SQD_ASYNC_NOTIFY: AttrMask = AttrMask(1 << 2);
-    pub const ACCESS_FLAGS: AttrMask = AttrMask(1 << 3);
-    pub const PKEY_INDEX: AttrMask = AttrMask(1 << 4);
-    pub const PORT: AttrMask = AttrMask(1 << 5);
-    pub const QKEY: AttrMask = AttrMask(1 << 6);
-    pub const AV: AttrMask = AttrMask(1 << 7);
-    pub const PATH_MTU: AttrMask = AttrMask(1 << 8);
-    pub const TIMEOUT: AttrMask = AttrMask(1 << 9);
-    pub const RETRY_CNT: AttrMask = AttrMask(1 << 10);
-    pub const RNR_RETRY: AttrMask = AttrMask(1 << 11);
-    pub const RQ_PSN: AttrMask = AttrMask(1 << 12);
-    pub const MAX_QP_RD_ATOMIC: AttrMask = AttrMask(1 << 13);
-    pub const ALT_PATH: AttrMask = AttrMask(1 << 14);
-    pub const MIN_RNR_TIMER: AttrMask = AttrMask(1 << 15);
-    pub const SQ_PSN: AttrMask = AttrMask(1 << 16);
-    pub const MAX_DEST_RD_ATOMIC: AttrMask = AttrMask(1 << 17);
-    pub const PATH_MIG_STATE: AttrMask = AttrMask(1 << 18);
-    pub const CAP: AttrMask = AttrMask(1 << 19);
-    pub const DEST_QPN: AttrMask = AttrMask(1 << 20);
-}
-
-impl AttrMask {
-    /// Whether `other` is wholly in the mask.
-    pub const fn contains(self, other: AttrMask) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// The union.
-    pub const fn or(self, other: AttrMask) -> AttrMask {
-        AttrMask(self.0 | other.0)
+bitflags::bitflags! {
+    /// `ibv_qp_attr_mask` bits.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    pub struct AttrMask: u32 {
+        /// `IBV_QP_STATE`.
+        const STATE = 1;
+        /// `IBV_QP_CUR_STATE`.
+        const CUR_STATE = 1 << 1;
+        /// `IBV_QP_EN_SQD_ASYNC_NOTIFY`.
+        const EN_SQD_ASYNC_NOTIFY = 1 << 2;
+        /// `IBV_QP_ACCESS_FLAGS`.
+        const ACCESS_FLAGS = 1 << 3;
+        /// `IBV_QP_PKEY_INDEX`.
+        const PKEY_INDEX = 1 << 4;
+        /// `IBV_QP_PORT`.
+        const PORT = 1 << 5;
+        /// `IBV_QP_QKEY`.
+        const QKEY = 1 << 6;
+        /// `IBV_QP_AV`.
+        const AV = 1 << 7;
+        /// `IBV_QP_PATH_MTU`.
+        const PATH_MTU = 1 << 8;
+        /// `IBV_QP_TIMEOUT`.
+        const TIMEOUT = 1 << 9;
+        /// `IBV_QP_RETRY_CNT`.
+        const RETRY_CNT = 1 << 10;
+        /// `IBV_QP_RNR_RETRY`.
+        const RNR_RETRY = 1 << 11;
+        /// `IBV_QP_RQ_PSN`.
+        const RQ_PSN = 1 << 12;
+        /// `IBV_QP_MAX_QP_RD_ATOMIC`.
+        const MAX_QP_RD_ATOMIC = 1 << 13;
+        /// `IBV_QP_ALT_PATH`.
+        const ALT_PATH = 1 << 14;
+        /// `IBV_QP_MIN_RNR_TIMER`.
+        const MIN_RNR_TIMER = 1 << 15;
+        /// `IBV_QP_SQ_PSN`.
+        const SQ_PSN = 1 << 16;
+        /// `IBV_QP_MAX_DEST_RD_ATOMIC`.
+        const MAX_DEST_RD_ATOMIC = 1 << 17;
+        /// `IBV_QP_PATH_MIG_STATE`.
+        const PATH_MIG_STATE = 1 << 18;
+        /// `IBV_QP_CAP`.
+        const CAP = 1 << 19;
+        /// `IBV_QP_DEST_QPN`.
+        const DEST_QPN = 1 << 20;
     }
 }
 
@@ -166,19 +175,19 @@ use QpState as S;
 use QpType as T;
 
 const fn bits(masks: &[AttrMask]) -> AttrMask {
-    let mut m = 0;
+    let mut m = AttrMask::empty();
     let mut i = 0;
     while i < masks.len() {
-        m |= masks[i].0;
+        m = m.union(masks[i]);
         i += 1;
     }
-    AttrMask(m)
+    m
 }
 
 /// The required and optional attributes of a transition, or `None` if it is not allowed
 /// (IBA 11.2.5 table 91; the kernel's `qp_state_table`).
 pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, AttrMask)> {
-    let none = AttrMask(0);
+    let none = AttrMask::empty();
     let rc_uc_access = bits(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]);
     let ud_qkey = bits(&[M::PKEY_INDEX, M::PORT, M::QKEY]);
     let rts_opt = match t {
@@ -282,7 +291,7 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
 pub fn bring_up(t: QpType) -> [(QpState, AttrMask); 3] {
     [(S::Reset, S::Init), (S::Init, S::Rtr), (S::Rtr, S::Rts)].map(|(from, to)| {
         let (required, _) = transition(t, from, to).expect("every type goes RESET to RTS");
-        (to, required.or(M::STATE))
+        (to, required.union(M::STATE))
     })
 }
 
@@ -312,8 +321,8 @@ pub fn check_modify(t: QpType, cur: QpState, attr: &QpAttr, mask: AttrMask) -> R
             "a required attribute for this transition is missing",
         ));
     }
-    let allowed = required.or(optional).or(M::STATE);
-    if mask.0 & !allowed.0 != 0 {
+    let allowed = required.union(optional).union(M::STATE);
+    if !allowed.contains(mask) {
         return Err(VerbsError::Invalid(
             "an attribute is not allowed in this transition",
         ));
@@ -367,7 +376,7 @@ mod tests {
             check_modify(T::Rc, S::Reset, &attr, init_mask()),
             Ok(S::Init)
         );
-        let missing = AttrMask(init_mask().0 & !M::PORT.0);
+        let missing = init_mask().difference(M::PORT);
         assert_eq!(
             check_modify(T::Rc, S::Reset, &attr, missing)
                 .unwrap_err()
@@ -375,7 +384,7 @@ mod tests {
             22
         );
         // QKEY is a UD attribute: EINVAL on RC.
-        let extra = init_mask().or(M::QKEY);
+        let extra = init_mask().union(M::QKEY);
         assert!(check_modify(T::Rc, S::Reset, &attr, extra).is_err());
         let ud = bits(&[M::STATE, M::PKEY_INDEX, M::PORT, M::QKEY]);
         assert_eq!(check_modify(T::Ud, S::Reset, &attr, ud), Ok(S::Init));
@@ -435,9 +444,9 @@ mod tests {
             M::MAX_QP_RD_ATOMIC,
         ]);
         assert_eq!(check_modify(T::Rc, S::Rtr, &rts, rc_rts), Ok(S::Rts));
-        assert!(check_modify(T::Rc, S::Rtr, &rts, M::STATE.or(M::SQ_PSN)).is_err());
+        assert!(check_modify(T::Rc, S::Rtr, &rts, M::STATE.union(M::SQ_PSN)).is_err());
         assert_eq!(
-            check_modify(T::Ud, S::Rtr, &rts, M::STATE.or(M::SQ_PSN)),
+            check_modify(T::Ud, S::Rtr, &rts, M::STATE.union(M::SQ_PSN)),
             Ok(S::Rts)
         );
         let bad = QpAttr {
@@ -455,7 +464,7 @@ mod tests {
             (S::Init, bits(&[M::STATE, M::PKEY_INDEX, M::PORT, M::QKEY]))
         );
         assert_eq!(ud[1], (S::Rtr, M::STATE));
-        assert_eq!(ud[2], (S::Rts, M::STATE.or(M::SQ_PSN)));
+        assert_eq!(ud[2], (S::Rts, M::STATE.union(M::SQ_PSN)));
         let rc = bring_up(T::Rc);
         assert!(rc[1].1.contains(M::MAX_DEST_RD_ATOMIC) && rc[2].1.contains(M::RETRY_CNT));
         // Each step passes the checker with exactly those attributes.
@@ -483,7 +492,7 @@ mod tests {
             cur_qp_state: S::Rts,
             ..QpAttr::default()
         };
-        let mask = M::STATE.or(M::CUR_STATE);
+        let mask = M::STATE.union(M::CUR_STATE);
         assert_eq!(check_modify(T::Rc, S::Rts, &attr, mask), Ok(S::Rts));
         assert!(check_modify(T::Rc, S::Init, &attr, mask).is_err());
         // SQE to RTS does not exist for RC.

@@ -11,7 +11,7 @@ use softrnic_emu_core::{
 use softrnic_link::library::Device;
 use softrnic_link::local::Loopback;
 
-const ALL: Access = Access(1 | 2 | 4 | 8);
+const ALL: Access = Access::from_bits_retain(1 | 2 | 4 | 8);
 const WAIT: Duration = Duration::from_secs(5);
 
 struct Fixture {
@@ -270,7 +270,7 @@ fn ud_message_longer_than_the_mtu_fails_locally() {
 fn memory_window_type2_bind_use_and_invalidate() {
     let mut f = fixture(QpType::Rc);
     let (src, lkey) = f.buf(64, 7, ALL);
-    let (region, rkey) = f.buf(256, 0, ALL.with(Access::MW_BIND));
+    let (region, rkey) = f.buf(256, 0, ALL.union(Access::MW_BIND));
     let mw = f.dev.engine().alloc_mw(f.pd, MwType::Type2).unwrap();
     // The window covers bytes 64..128 of the region, for remote writes; bound on QP b, which
     // is the QP the peer's requests arrive on.
@@ -327,7 +327,7 @@ fn memory_window_type2_bind_use_and_invalidate() {
 fn memory_window_outside_its_range_is_a_remote_access_error() {
     let mut f = fixture(QpType::Rc);
     let (src, lkey) = f.buf(64, 7, ALL);
-    let (region, rkey) = f.buf(256, 0, ALL.with(Access::MW_BIND));
+    let (region, rkey) = f.buf(256, 0, ALL.union(Access::MW_BIND));
     let mw = f.dev.engine().alloc_mw(f.pd, MwType::Type1).unwrap();
     let bind = MwBind {
         mw_rkey: mw,
@@ -539,9 +539,9 @@ fn solicited_events_and_comm_established() {
         ..QpAttr::default()
     };
     let m = AttrMask::STATE
-        .or(AttrMask::PKEY_INDEX)
-        .or(AttrMask::PORT)
-        .or(AttrMask::ACCESS_FLAGS);
+        .union(AttrMask::PKEY_INDEX)
+        .union(AttrMask::PORT)
+        .union(AttrMask::ACCESS_FLAGS);
     dev.engine().modify_qp(b, &init, m).unwrap();
     let rtr = QpAttr {
         qp_state: QpState::Rtr,
@@ -559,7 +559,7 @@ fn solicited_events_and_comm_established() {
         AttrMask::MIN_RNR_TIMER,
     ]
     .into_iter()
-    .fold(AttrMask::STATE, AttrMask::or);
+    .fold(AttrMask::STATE, AttrMask::union);
     dev.engine().modify_qp(b, &rtr, m).unwrap();
     let wr = SendWr {
         wr_id: 1,
@@ -586,7 +586,11 @@ fn sqd_stops_new_work_and_reports_drained() {
     };
     f.dev
         .engine()
-        .modify_qp(f.a, &sqd, AttrMask::STATE.or(AttrMask::EN_SQD_ASYNC_NOTIFY))
+        .modify_qp(
+            f.a,
+            &sqd,
+            AttrMask::STATE.union(AttrMask::EN_SQD_ASYNC_NOTIFY),
+        )
         .unwrap();
     assert_eq!(f.events(), [Event::SqDrained { qpn: f.a }]);
     f.post(

@@ -22,7 +22,7 @@
 //! let src = dev.alloc(5);
 //! let dst = dev.alloc(5);
 //! dev.write(src, b"hello");
-//! let access = Access::LOCAL_WRITE.with(Access::REMOTE_WRITE);
+//! let access = Access::LOCAL_WRITE.union(Access::REMOTE_WRITE);
 //! let lkey = dev.engine().reg_mr(pd, src, 5, access).unwrap();
 //! let rkey = dev.engine().reg_mr(pd, dst, 5, access).unwrap();
 //! let sgl = vec![Sge { addr: src, length: 5, lkey }];
@@ -208,9 +208,9 @@ impl<L: Link> Device<L> {
         let ah = AddressHandle::to(peer.gid, 0).via(peer.mac);
         let base = QpAttr {
             qp_access_flags: Access::LOCAL_WRITE
-                .with(Access::REMOTE_WRITE)
-                .with(Access::REMOTE_READ)
-                .with(Access::REMOTE_ATOMIC),
+                .union(Access::REMOTE_WRITE)
+                .union(Access::REMOTE_READ)
+                .union(Access::REMOTE_ATOMIC),
             qkey: 0x1111_1111,
             ah: Some(ah),
             path_mtu: Mtu::M4096,

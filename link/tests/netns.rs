@@ -20,7 +20,7 @@ use softrnic_link::{AfPacket, AfXdp, XdpMode};
 use softrnic_sys as sys;
 use softrnic_wire::EthernetAddress;
 
-const ALL: Access = Access(1 | 2 | 4 | 8);
+const ALL: Access = Access::from_bits_retain(1 | 2 | 4 | 8);
 const LEN: usize = 256 * 1024;
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -32,7 +32,7 @@ pub(crate) unsafe fn init_attr(
         .map_err(|e| errno_of("rdma_init_qp_attr", &e))?;
     Ok((
         convert::ibv_qp_attr_of(&attr, &QpCap::new(0, 0, 0)),
-        mask.0 as c_int,
+        mask.bits() as c_int,
     ))
 }
 

@@ -47,7 +47,10 @@ impl Mmap {
     }
 
     /// Its length.
-    #[allow(clippy::len_without_is_empty, reason = "mmap(2) makes no empty mapping")]
+    #[allow(
+        clippy::len_without_is_empty,
+        reason = "mmap(2) makes no empty mapping"
+    )]
     pub fn len(&self) -> usize {
         self.len
     }

@@ -420,9 +420,9 @@ impl Default for Settings {
             min_rnr_timer: 1, // 0.01 ms
             max_rd_atomic: 4,
             access: Access::LOCAL_WRITE
-                .with(Access::REMOTE_WRITE)
-                .with(Access::REMOTE_READ)
-                .with(Access::REMOTE_ATOMIC),
+                .union(Access::REMOTE_WRITE)
+                .union(Access::REMOTE_READ)
+                .union(Access::REMOTE_ATOMIC),
         }
     }
 }

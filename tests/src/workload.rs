@@ -421,9 +421,9 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
         });
     }
     let all = Access::LOCAL_WRITE
-        .with(Access::REMOTE_WRITE)
-        .with(Access::REMOTE_READ)
-        .with(Access::REMOTE_ATOMIC);
+        .union(Access::REMOTE_WRITE)
+        .union(Access::REMOTE_READ)
+        .union(Access::REMOTE_ATOMIC);
     let reg = |sim: &mut Sim, h: usize, pd: u32, (lo, hi): (u64, u64)| {
         sim.hosts[h]
             .engine

@@ -16,7 +16,7 @@ use softrnic_emu_core::{
 use softrnic_tests::{PAYLOAD_GUESSERS, scratch};
 use softrnic_wire::{EthernetAddress, frame};
 
-const ALL: Access = Access(15);
+const ALL: Access = Access::from_bits_retain(15);
 
 fn rc_qp(c: &mut Client) -> (u32, u32, u32) {
     let pd = c.alloc_pd().unwrap();

@@ -9,7 +9,7 @@ use softrnic_emu_core::{
 use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
 use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, RethRepr, Syndrome, bth::BthRepr};
 
-const RW: Access = Access(1 | 2 | 4 | 8);
+const RW: Access = Access::from_bits_retain(1 | 2 | 4 | 8);
 
 struct Pair {
     sim: Sim,
@@ -358,7 +358,7 @@ fn rkey_violation() {
 
 #[test]
 fn access_flag_violation() {
-    remote_access_refused(|k| k, Access::LOCAL_WRITE.with(Access::REMOTE_READ), 0);
+    remote_access_refused(|k| k, Access::LOCAL_WRITE.union(Access::REMOTE_READ), 0);
 }
 
 #[test]
@@ -1261,8 +1261,8 @@ fn multicast_datagrams_reach_every_attached_qp_with_its_qkey() {
         qkey: 0x2222,
         ..softrnic_emu_core::QpAttr::default()
     };
-    let mask = softrnic_emu_core::AttrMask(
-        softrnic_emu_core::AttrMask::STATE.0 | softrnic_emu_core::AttrMask::QKEY.0,
+    let mask = softrnic_emu_core::AttrMask::from_bits_retain(
+        softrnic_emu_core::AttrMask::STATE.bits() | softrnic_emu_core::AttrMask::QKEY.bits(),
     );
     sim.hosts[2].engine.modify_qp(c, &qkey, mask).unwrap();
 

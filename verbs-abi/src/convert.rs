@@ -22,7 +22,9 @@ pub fn access(flags: u32) -> Result<Access, c_int> {
     if flags & !KNOWN_ACCESS != 0 {
         return Err(libc::EINVAL);
     }
-    Ok(Access(flags & !IBV_ACCESS_RELAXED_ORDERING))
+    Ok(Access::from_bits_retain(
+        flags & !IBV_ACCESS_RELAXED_ORDERING,
+    ))
 }
 
 /// A QP type softrnic runs, else EOPNOTSUPP (XRC, raw packet, driver QPs).
@@ -86,7 +88,7 @@ pub fn ah_attr(h: &AddressHandle) -> ibv_ah_attr {
 /// `ibv_modify_qp`'s attributes, for the bits of `mask` (the others keep defaults and are not
 /// read by the engine).
 pub fn qp_attr(a: &ibv_qp_attr, mask: c_int) -> Result<(QpAttr, AttrMask), c_int> {
-    let mask = AttrMask(mask as u32);
+    let mask = AttrMask::from_bits_retain(mask as u32);
     let mut q = QpAttr::default();
     let has = |m: AttrMask| mask.contains(m);
     if has(AttrMask::STATE) {
@@ -139,7 +141,7 @@ pub fn ibv_qp_attr_of(q: &QpAttr, cap: &softrnic_emu_core::QpCap) -> ibv_qp_attr
     a.rq_psn = q.rq_psn;
     a.sq_psn = q.sq_psn;
     a.dest_qp_num = q.dest_qp_num;
-    a.qp_access_flags = q.qp_access_flags.0;
+    a.qp_access_flags = q.qp_access_flags.bits();
     a.cap = qp_cap(cap);
     if let Some(h) = &q.ah {
         a.ah_attr = ah_attr(h);
@@ -186,7 +188,10 @@ mod tests {
     #[test]
     fn unknown_access_bits_and_types_are_refused() {
         assert_eq!(access(1 << 30), Err(libc::EINVAL));
-        assert_eq!(access(IBV_ACCESS_RELAXED_ORDERING), Ok(Access(0)));
+        assert_eq!(
+            access(IBV_ACCESS_RELAXED_ORDERING),
+            Ok(Access::from_bits_retain(0))
+        );
         assert_eq!(qp_type(IBV_QPT_XRC_SEND), Err(libc::EOPNOTSUPP));
         assert_eq!(qp_type(77), Err(libc::EINVAL));
     }

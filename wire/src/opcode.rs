@@ -5,31 +5,31 @@
 
 use crate::{Error, Result};
 
-/// A set of extension headers, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH, ImmDt,
-/// IETH, and the CNP's 16 reserved bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct Headers(u8);
+bitflags::bitflags! {
+    /// A set of extension headers, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH,
+    /// ImmDt, IETH, and the CNP's 16 reserved bytes.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct Headers: u8 {
+        /// Datagram Extended Transport Header (UD), 8 bytes.
+        const DETH = 1 << 0;
+        /// RDMA Extended Transport Header, 16 bytes.
+        const RETH = 1 << 1;
+        /// Atomic Extended Transport Header, 28 bytes.
+        const ATOMIC_ETH = 1 << 2;
+        /// ACK Extended Transport Header, 4 bytes.
+        const AETH = 1 << 3;
+        /// Atomic ACK Extended Transport Header, 8 bytes.
+        const ATOMIC_ACK_ETH = 1 << 4;
+        /// Immediate data, 4 bytes.
+        const IMMDT = 1 << 5;
+        /// Invalidate Extended Transport Header, 4 bytes.
+        const IETH = 1 << 6;
+        /// The 16 reserved bytes after a CNP's BTH.
+        const CNP_RESERVED = 1 << 7;
+    }
+}
 
 impl Headers {
-    /// No extension header.
-    pub const NONE: Headers = Headers(0);
-    /// Datagram Extended Transport Header (UD), 8 bytes.
-    pub const DETH: Headers = Headers(1 << 0);
-    /// RDMA Extended Transport Header, 16 bytes.
-    pub const RETH: Headers = Headers(1 << 1);
-    /// Atomic Extended Transport Header, 28 bytes.
-    pub const ATOMIC_ETH: Headers = Headers(1 << 2);
-    /// ACK Extended Transport Header, 4 bytes.
-    pub const AETH: Headers = Headers(1 << 3);
-    /// Atomic ACK Extended Transport Header, 8 bytes.
-    pub const ATOMIC_ACK_ETH: Headers = Headers(1 << 4);
-    /// Immediate data, 4 bytes.
-    pub const IMMDT: Headers = Headers(1 << 5);
-    /// Invalidate Extended Transport Header, 4 bytes.
-    pub const IETH: Headers = Headers(1 << 6);
-    /// The 16 reserved bytes after a CNP's BTH.
-    pub const CNP_RESERVED: Headers = Headers(1 << 7);
-
     /// Each header with its length, in the order they appear on the wire.
     pub const WIRE_ORDER: [(Headers, usize); 8] = [
         (Headers::DETH, 8),
@@ -42,40 +42,21 @@ impl Headers {
         (Headers::CNP_RESERVED, 16),
     ];
 
-    /// The union of two sets.
-    pub const fn with(self, other: Headers) -> Headers {
-        Headers(self.0 | other.0)
-    }
-
-    /// This set less the headers of `other`.
-    pub const fn without(self, other: Headers) -> Headers {
-        Headers(self.0 & !other.0)
-    }
-
-    /// Whether every header of `other` is in this set.
-    pub const fn contains(self, other: Headers) -> bool {
-        self.0 & other.0 == other.0
-    }
-
-    /// The total length of the headers in this set.
+    /// The total length of the headers in this set (empty: `is_empty`).
     #[inline]
+    #[allow(clippy::len_without_is_empty, reason = "bitflags gives is_empty")]
     pub const fn len(self) -> usize {
-        LEN_OF[self.0 as usize] as usize
-    }
-
-    /// Whether the set is empty.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
+        LEN_OF[self.bits() as usize] as usize
     }
 
     /// The offset of `header` (a single header) from the end of the BTH, if it is in this set:
     /// the length of the headers before it, which are the lower bits.
     #[inline]
     pub const fn offset_of(self, header: Headers) -> Option<usize> {
-        if header.0.count_ones() != 1 || !self.contains(header) {
+        if header.bits().count_ones() != 1 || !self.contains(header) {
             return None;
         }
-        Some(Headers(self.0 & (header.0 - 1)).len())
+        Some(Headers::from_bits_retain(self.bits() & (header.bits() - 1)).len())
     }
 }
 
@@ -88,7 +69,7 @@ static LEN_OF: [u8; 256] = {
         let mut i = 0;
         while i < Headers::WIRE_ORDER.len() {
             let (h, len) = Headers::WIRE_ORDER[i];
-            if set & h.0 as usize != 0 {
+            if set & h.bits() as usize != 0 {
                 table[set] += len as u8;
             }
             i += 1;
@@ -242,7 +223,7 @@ macro_rules! opcodes {
                 transport: Transport::$transport,
                 operation: Operation::$op,
                 position: Position::$pos,
-                headers: Headers::NONE $(.with(Headers::$h))*,
+                headers: Headers::empty() $(.union(Headers::$h))*,
             },)*
         ];
     };
@@ -418,35 +399,35 @@ mod tests {
     fn header_layouts_match_iba_table_35() {
         use Opcode::*;
         let cases: &[(Opcode, Headers, usize)] = &[
-            (RcSendOnly, Headers::NONE, 0),
+            (RcSendOnly, Headers::empty(), 0),
             (RcSendOnlyImm, Headers::IMMDT, 4),
-            (RcWriteOnlyImm, Headers::RETH.with(Headers::IMMDT), 20),
+            (RcWriteOnlyImm, Headers::RETH.union(Headers::IMMDT), 20),
             (RcReadRequest, Headers::RETH, 16),
-            (RcReadResponseMiddle, Headers::NONE, 0),
+            (RcReadResponseMiddle, Headers::empty(), 0),
             (RcReadResponseFirst, Headers::AETH, 4),
             (
                 RcAtomicAcknowledge,
-                Headers::AETH.with(Headers::ATOMIC_ACK_ETH),
+                Headers::AETH.union(Headers::ATOMIC_ACK_ETH),
                 12,
             ),
             (RcCompareSwap, Headers::ATOMIC_ETH, 28),
             (RcSendOnlyInv, Headers::IETH, 4),
-            (UdSendOnlyImm, Headers::DETH.with(Headers::IMMDT), 12),
+            (UdSendOnlyImm, Headers::DETH.union(Headers::IMMDT), 12),
             (Cnp, Headers::CNP_RESERVED, 16),
         ];
         for &(op, headers, len) in cases {
             assert_eq!(op.info().headers, headers, "{op}");
             assert_eq!(headers.len(), len, "{op}");
         }
-        let h = Headers::RETH.with(Headers::IMMDT);
+        let h = Headers::RETH.union(Headers::IMMDT);
         assert_eq!(h.offset_of(Headers::RETH), Some(0));
         assert_eq!(h.offset_of(Headers::IMMDT), Some(16));
         assert_eq!(h.offset_of(Headers::AETH), None);
         assert_eq!(h.offset_of(h), None, "not a single header");
-        let all = Headers(0xff);
+        let all = Headers::all();
         assert_eq!(all.len(), 8 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
         assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(72));
-        let h = Headers::DETH.with(Headers::IMMDT);
+        let h = Headers::DETH.union(Headers::IMMDT);
         assert_eq!(h.offset_of(Headers::IMMDT), Some(8));
     }
 

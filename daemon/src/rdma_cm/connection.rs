@@ -222,7 +222,7 @@ impl Daemon {
             qp_state: state,
             ..QpAttr::default()
         };
-        let m = |masks: &[AttrMask]| masks.iter().fold(AttrMask(0), |m, &b| m.or(b));
+        let m = |masks: &[AttrMask]| masks.iter().fold(AttrMask::empty(), |m, &b| m.union(b));
         let mask = match (state, x.ud()) {
             (QpState::Init, true) => {
                 a.qkey = UDP_QKEY;
@@ -239,7 +239,7 @@ impl Daemon {
                 a.qp_access_flags = if x.conn.is_none() {
                     Access::default()
                 } else if x.responder_resources > 0 {
-                    Access(Access::REMOTE_WRITE.0 | Access::REMOTE_READ.0 | Access::REMOTE_ATOMIC.0)
+                    Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC
                 } else {
                     Access::REMOTE_WRITE
                 };
@@ -270,8 +270,8 @@ impl Daemon {
                 ]);
                 if x.qp_type == QpType::Rc {
                     mask = mask
-                        .or(AttrMask::MAX_DEST_RD_ATOMIC)
-                        .or(AttrMask::MIN_RNR_TIMER);
+                        .union(AttrMask::MAX_DEST_RD_ATOMIC)
+                        .union(AttrMask::MIN_RNR_TIMER);
                 }
                 mask
             }
@@ -284,7 +284,7 @@ impl Daemon {
                 a.max_rd_atomic = x.initiator_depth;
                 let mut mask = m(&[AttrMask::STATE, AttrMask::SQ_PSN]);
                 if x.qp_type == QpType::Rc {
-                    mask = mask.or(m(&[
+                    mask = mask.union(m(&[
                         AttrMask::TIMEOUT,
                         AttrMask::RETRY_CNT,
                         AttrMask::RNR_RETRY,

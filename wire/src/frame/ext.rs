@@ -31,7 +31,7 @@ pub struct ExtRepr {
 impl ExtRepr {
     /// The set of headers present (the CNP's reserved bytes have no fields, so never included).
     pub fn headers(&self) -> Headers {
-        let mut h = Headers::NONE;
+        let mut h = Headers::empty();
         for (present, header) in [
             (self.deth.is_some(), Headers::DETH),
             (self.reth.is_some(), Headers::RETH),
@@ -42,7 +42,7 @@ impl ExtRepr {
             (self.ieth.is_some(), Headers::IETH),
         ] {
             if present {
-                h = h.with(header);
+                h = h.union(header);
             }
         }
         h

@@ -137,7 +137,7 @@ impl FrameRepr {
     /// [`emit`](Self::emit) does.
     pub fn emit_in_place(&self, payload_len: usize, buf: &mut [u8]) -> Result<usize> {
         let info = self.bth.opcode.info();
-        if self.ext.headers() != info.headers.without(Headers::CNP_RESERVED) {
+        if self.ext.headers() != info.headers.difference(Headers::CNP_RESERVED) {
             return Err(Error::HeadersMismatch);
         }
         if !info.allows_payload() && payload_len != 0 {
