@@ -1,7 +1,9 @@
 //! The completer: turns ACKs, NAKs, READ responses and atomic ACKs into completions, and
 //! decides when the requester goes back to resend (IBA 9.7.5.1; rxe_comp.c).
 //!
-//! Work requests complete strictly in order, from the front of the send queue.
+//! Work requests complete strictly in order, from the front of the send queue. The requester's
+//! position is its own: the completer returns a [`Directive`] (where to resend from, how long to
+//! wait) that the requester follows. The local ACK timer is the engine's ([`Timers`]).
 
 use softrnic_wire::{NakCode, Operation, ParsedFrame, Syndrome};
 
@@ -10,7 +12,8 @@ use crate::dma;
 use crate::memory::Memory;
 use crate::psn;
 use crate::qp::{Qp, SendWqe, Shared};
-use crate::time::{Instant, ack_timeout};
+use crate::time::Instant;
+use crate::timers::{Timer, Timers};
 use crate::wr::SendOp;
 
 /// The completer's state.
@@ -22,10 +25,20 @@ pub(crate) struct Completer {
     pub retry_left: u8,
     /// RNR retries left (7 is infinite, IBA 9.7.5.2.8).
     pub rnr_left: u8,
-    /// When the local ACK timer fires.
-    pub timer: Option<Instant>,
     /// The PSN a NAK-triggered resend started from: further NAKs for it are the same loss.
     pub retrying_from: Option<u32>,
+    /// What the requester is to do, gathered while a response or timeout is handled.
+    directive: Directive,
+}
+
+/// What the completer asks of the requester after a response or a timeout.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Directive {
+    /// Send again from this PSN: go back after a NAK or a timeout (IBA 9.7.4.1.4), or go on
+    /// past what an ACK that overtook a resend acknowledged.
+    pub resend_from: Option<u32>,
+    /// Send nothing before this instant: an RNR NAK's timer (IBA 9.7.5.2.8).
+    pub wait_until: Option<Instant>,
 }
 
 impl Completer {
@@ -37,18 +50,6 @@ impl Completer {
             rnr_left: rnr_retry,
             ..Completer::default()
         }
-    }
-
-    /// Starts the local ACK timer if it is not running.
-    pub fn arm(&mut self, now: Instant, timeout: u8) {
-        if self.timer.is_none() {
-            self.timer = ack_timeout(timeout).map(|d| now + d);
-        }
-    }
-
-    /// Stops the timer.
-    pub fn stop(&mut self) {
-        self.timer = None;
     }
 }
 
@@ -63,25 +64,24 @@ struct ImpliedNak;
 
 /// Forward progress: the retry counters start over (IBA 9.7.6.1.3) and the timer restarts if
 /// anything is still outstanding.
-fn progressed(qp: &mut Qp, now: Instant) {
+fn progressed(qp: &mut Qp, timers: &mut Timers, now: Instant) {
     qp.comp.retry_left = qp.attr.retry_cnt;
     qp.comp.rnr_left = qp.attr.rnr_retry;
     qp.comp.retrying_from = None;
-    qp.comp.timer = None;
+    timers.stop(qp.qpn, Timer::Ack);
     if qp.started(0) {
-        qp.comp.arm(now, qp.attr.timeout);
+        qp.arm_ack_timer(timers, now);
     }
 }
 
 /// Everything before `psn` is acknowledged. A resend in progress may be overtaken by ACKs for
 /// what it was about to send again (the first transmission got through after all): the
 /// requester skips what is acknowledged.
-fn acknowledge_to<M>(qp: &mut Qp, sh: &Shared<M>, psn: u32) {
+fn acknowledge_to(qp: &mut Qp, psn: u32) {
     qp.comp.psn = psn;
-    if psn::diff(psn, qp.req.psn) > 0 {
-        let mtu = qp.mtu(sh);
-        let front = qp.sq.front().filter(|w| w.sent);
-        qp.req.rewind(front, psn, mtu);
+    let next = qp.comp.directive.resend_from.unwrap_or(qp.req.psn);
+    if psn::diff(psn, next) > 0 {
+        qp.comp.directive.resend_from = Some(psn);
     }
 }
 
@@ -100,14 +100,24 @@ fn complete_before<M>(qp: &mut Qp, sh: &mut Shared<M>, end: u32) -> Result<bool,
         let next = psn::add(w.last_psn, 1);
         qp.sq[0].status = Some(WcStatus::Success);
         qp.retire(sh);
-        acknowledge_to(qp, sh, next);
+        acknowledge_to(qp, next);
         progress = true;
     }
     Ok(progress)
 }
 
-/// Handles a response packet for this QP.
-pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
+/// Handles a response packet for this QP; returns what the requester must do.
+pub(crate) fn handle<M: Memory>(
+    qp: &mut Qp,
+    sh: &mut Shared<M>,
+    now: Instant,
+    pkt: &ParsedFrame,
+) -> Directive {
+    respond(qp, sh, now, pkt);
+    std::mem::take(&mut qp.comp.directive)
+}
+
+fn respond<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
     let bth = &pkt.repr.bth;
     let p = bth.psn;
     // A response to a PSN never sent is a ghost (IBA 9.7.5.1.2); one before the oldest
@@ -125,7 +135,8 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p
                     return;
                 }
                 sh.counters.rnr_nak_retry_err += 1;
-                if qp.req.rnr_until.is_some() && qp.comp.retrying_from == Some(qp.comp.psn) {
+                let waiting = sh.timers.deadline(qp.qpn, Timer::RnrWait).is_some();
+                if waiting && qp.comp.retrying_from == Some(qp.comp.psn) {
                     return;
                 }
                 if qp.comp.rnr_left == 0 {
@@ -136,8 +147,8 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p
                     qp.comp.rnr_left -= 1;
                 }
                 rewind(qp, sh);
-                qp.req.rnr_until =
-                    Some(now + core::time::Duration::from_micros(timer.micros() as u64));
+                let wait = core::time::Duration::from_micros(timer.micros() as u64);
+                qp.comp.directive.wait_until = Some(now + wait);
             }
             Some(Syndrome::Nak(code)) => {
                 if !nak_prologue(qp, sh, now, p) {
@@ -192,11 +203,11 @@ fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
             return implied_nak(qp, sh, now);
         }
         // Part of a multi-packet message is acknowledged.
-        acknowledge_to(qp, sh, psn::add(p, 1));
+        acknowledge_to(qp, psn::add(p, 1));
         progress = true;
     }
     if progress {
-        progressed(qp, now);
+        progressed(qp, &mut sh.timers, now);
     }
 }
 
@@ -224,11 +235,11 @@ fn nak_prefix<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> Resul
         && psn::diff(p, w.first_psn) > 0
         && psn::diff(p, qp.comp.psn) > 0
     {
-        acknowledge_to(qp, sh, p);
+        acknowledge_to(qp, p);
         progress = true;
     }
     if progress {
-        progressed(qp, now);
+        progressed(qp, &mut sh.timers, now);
     }
     Ok(())
 }
@@ -255,21 +266,19 @@ fn retry<M>(qp: &mut Qp, sh: &mut Shared<M>, _now: Instant, why: Retry) {
 }
 
 fn rewind<M>(qp: &mut Qp, sh: &mut Shared<M>) {
-    let mtu = qp.mtu(sh);
     let psn = qp.comp.psn;
-    qp.req.rewind(qp.sq.front(), psn, mtu);
+    qp.comp.directive.resend_from = Some(psn);
     qp.comp.retrying_from = Some(psn);
-    qp.comp.timer = None;
+    sh.timers.stop(qp.qpn, Timer::Ack);
 }
 
-/// The local ACK timer fired (IBA 9.7.6.1.3).
-pub(crate) fn timeout<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
-    qp.comp.timer = None;
-    if !qp.started(0) {
-        return;
+/// The local ACK timer fired (IBA 9.7.6.1.3); returns what the requester must do.
+pub(crate) fn timeout<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) -> Directive {
+    if qp.started(0) {
+        sh.counters.local_ack_timeout_err += 1;
+        retry(qp, sh, now, Retry::Timeout);
     }
-    sh.counters.local_ack_timeout_err += 1;
-    retry(qp, sh, now, Retry::Timeout);
+    std::mem::take(&mut qp.comp.directive)
 }
 
 /// What every READ response and atomic ACK at `p` starts with: a duplicate is dropped, and
@@ -281,7 +290,7 @@ fn response_prologue<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -
         return false;
     }
     match complete_before(qp, sh, p) {
-        Ok(true) => progressed(qp, now),
+        Ok(true) => progressed(qp, &mut sh.timers, now),
         Ok(false) => {}
         Err(ImpliedNak) => {
             implied_nak(qp, sh, now);
@@ -344,12 +353,12 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
         return qp.fail_front(sh, status);
     }
     qp.sq[0].read_done += n;
-    acknowledge_to(qp, sh, psn::add(p, 1));
+    acknowledge_to(qp, psn::add(p, 1));
     if last {
         qp.sq[0].status = Some(WcStatus::Success);
         qp.retire(sh);
     }
-    progressed(qp, now);
+    progressed(qp, &mut sh.timers, now);
 }
 
 fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &ParsedFrame) {
@@ -369,8 +378,8 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
     {
         return qp.fail_front(sh, status);
     }
-    acknowledge_to(qp, sh, psn::add(p, 1));
+    acknowledge_to(qp, psn::add(p, 1));
     qp.sq[0].status = Some(WcStatus::Success);
     qp.retire(sh);
-    progressed(qp, now);
+    progressed(qp, &mut sh.timers, now);
 }

@@ -36,6 +36,7 @@ pub mod responder;
 mod rng;
 mod slab;
 mod time;
+mod timers;
 mod wr;
 
 pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};

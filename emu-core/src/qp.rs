@@ -15,6 +15,8 @@ use crate::memory::Space;
 use crate::qp_attr::{QpAttr, QpState, QpType};
 use crate::rng::Rng;
 use crate::slab::Slab;
+use crate::time::{Instant, ack_timeout};
+use crate::timers::{Timer, Timers};
 use crate::wr::{AddressHandle, RecvWr, SEND_SIGNALED, SendOp, SendWr};
 use crate::{completer::Completer, psn, requester::Requester, responder::Responder};
 
@@ -30,6 +32,7 @@ pub(crate) struct Shared<M> {
     pub mac: EthernetAddress,
     pub gids: Vec<Gid>,
     pub port_mtu: Mtu,
+    pub timers: Timers,
 }
 
 impl<M> Shared<M> {
@@ -279,7 +282,7 @@ impl Qp {
     pub fn enter_error<M>(&mut self, sh: &mut Shared<M>) {
         let first = self.state != QpState::Err;
         self.state = QpState::Err;
-        self.comp.stop();
+        sh.timers.stop_all(self.qpn);
         self.req.reset_progress();
         self.resp.abort();
         for w in self.sq.iter_mut() {
@@ -315,6 +318,13 @@ impl Qp {
         match self.srq {
             None => !self.rq.is_empty(),
             Some(id) => sh.srqs.get(id).is_some_and(|s| !s.queue.is_empty()),
+        }
+    }
+
+    /// Starts the local ACK timer (IBA 9.7.6.1.3) unless it is running.
+    pub fn arm_ack_timer(&self, timers: &mut Timers, now: Instant) {
+        if let Some(d) = ack_timeout(self.attr.timeout) {
+            timers.arm_if_idle(self.qpn, Timer::Ack, now + d);
         }
     }
 

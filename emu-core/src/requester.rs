@@ -8,13 +8,16 @@ use softrnic_wire::{
     AtomicEthRepr, DethRepr, ExtRepr, FrameRepr, Opcode, Position, RethRepr, With, bth::BthRepr,
 };
 
+use crate::completer::Directive;
 use crate::cq::WcStatus;
 use crate::dma;
 use crate::memory::Memory;
 use crate::psn;
 use crate::qp::{Qp, SendWqe, Shared};
+use crate::qp_attr::QpState;
 use crate::qp_attr::QpType;
 use crate::time::Instant;
+use crate::timers::Timer;
 use crate::wr::{SEND_FENCE, SEND_SOLICITED, SendOp};
 
 /// At most this many PSNs are unacknowledged (rxe's RXE_MAX_UNACKED_PSNS), which bounds the
@@ -37,8 +40,6 @@ pub(crate) struct Requester {
     pub max_sent: u32,
     /// Packets sent since the last AckReq.
     pub noack: u32,
-    /// Set by an RNR NAK: nothing is sent before this time.
-    pub rnr_until: Option<Instant>,
 }
 
 impl Requester {
@@ -64,7 +65,6 @@ impl Requester {
     pub fn reset_progress(&mut self) {
         self.next = 0;
         self.offset = 0;
-        self.rnr_until = None;
     }
 
     /// Go-back-N: send again from `psn`, which lies in the WQE at the front (IBA 9.7.4.1.4).
@@ -80,6 +80,21 @@ impl Requester {
             Some(w) if matches!(w.wr.op, SendOp::Read(_)) => w.read_done,
             _ => 0,
         };
+    }
+}
+
+/// Does what the completer asks after a response or a timeout: go back (or on) to a PSN,
+/// wait out an RNR NAK.
+pub(crate) fn follow<M>(qp: &mut Qp, sh: &mut Shared<M>, d: Directive) {
+    if let Some(psn) = d.resend_from {
+        let mtu = qp.mtu(sh);
+        let front = qp.sq.front().filter(|w| w.sent);
+        qp.req.rewind(front, psn, mtu);
+    }
+    if let Some(until) = d.wait_until
+        && qp.state != QpState::Err
+    {
+        sh.timers.arm(qp.qpn, Timer::RnrWait, until);
     }
 }
 
@@ -128,11 +143,11 @@ pub(crate) fn poll<M: Memory>(
     if !qp.sends() {
         return None;
     }
-    if let Some(t) = qp.req.rnr_until {
+    if let Some(t) = sh.timers.deadline(qp.qpn, Timer::RnrWait) {
         if now < t {
             return None;
         }
-        qp.req.rnr_until = None;
+        sh.timers.stop(qp.qpn, Timer::RnrWait);
     }
     loop {
         let index = qp.req.next;
@@ -345,7 +360,7 @@ fn build<M: Memory>(
         }
     }
     if rc {
-        qp.comp.arm(now, qp.attr.timeout);
+        qp.arm_ack_timer(&mut sh.timers, now);
     }
     sh.counters.sent_pkts += 1;
     Ok(n)

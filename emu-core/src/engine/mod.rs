@@ -29,6 +29,7 @@ use crate::responder;
 use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::Instant;
+use crate::timers::{Timer, Timers};
 use crate::wr::AddressHandle;
 
 /// The largest frame the engine writes: a 4096-byte payload with every header (Ethernet with a
@@ -168,6 +169,7 @@ impl<M: Memory> Engine<M> {
                 mac: config.mac,
                 gids: config.gids,
                 port_mtu: port.active_mtu,
+                timers: Timers::default(),
             },
             pds: Slab::default(),
             qps: QpMap::default(),
@@ -382,7 +384,8 @@ impl<M: Memory> Engine<M> {
         }
         if info.operation.is_response() {
             if qp.qp_type == QpType::Rc {
-                completer::handle(qp, &mut self.sh, now, &pkt);
+                let directive = completer::handle(qp, &mut self.sh, now, &pkt);
+                requester::follow(qp, &mut self.sh, directive);
             }
         } else {
             responder::handle(qp, &mut self.sh, &pkt);
@@ -527,10 +530,10 @@ impl<M: Memory> Engine<M> {
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps
-            .values()
-            .flat_map(|q| [q.comp.timer, q.req.rnr_until])
-            .flatten()
+        self.sh
+            .timers
+            .next()
+            .into_iter()
             .chain(self.cm.poll_timeout())
             .min()
     }
@@ -539,17 +542,15 @@ impl<M: Memory> Engine<M> {
     /// the ends of RNR waits.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.cm.handle_timeout(now);
-        let mut due = Vec::new();
-        for (qpn, qp) in &mut self.qps {
-            if qp.comp.timer.is_some_and(|t| t <= now) {
-                completer::timeout(qp, &mut self.sh, now);
-                due.push(*qpn);
+        while let Some((qpn, timer)) = self.sh.timers.pop_due(now) {
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
+            if timer == Timer::Ack {
+                let directive = completer::timeout(qp, &mut self.sh, now);
+                requester::follow(qp, &mut self.sh, directive);
             }
-            if qp.req.rnr_until.is_some_and(|t| t <= now) {
-                due.push(*qpn);
-            }
-        }
-        for qpn in due {
+            // Either way the requester may send again.
             self.mark_ready(qpn);
         }
     }

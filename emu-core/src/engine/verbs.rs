@@ -387,6 +387,7 @@ impl<M: Memory> Engine<M> {
         if m(AttrMask::SQ_PSN) {
             qp.req = Requester::new(a.sq_psn);
             qp.comp = Completer::new(a.sq_psn, a.retry_cnt, a.rnr_retry);
+            self.sh.timers.stop_all(qpn);
         }
         match to {
             QpState::Err => qp.enter_error(&mut self.sh),
@@ -397,6 +398,7 @@ impl<M: Memory> Engine<M> {
                 qp.resp = Responder::default();
                 qp.req = Requester::default();
                 qp.comp = Completer::default();
+                self.sh.timers.stop_all(qpn);
                 qp.established = false;
                 qp.state = QpState::Reset;
             }
@@ -418,6 +420,7 @@ impl<M: Memory> Engine<M> {
         self.qps
             .remove(&qpn)
             .ok_or(VerbsError::Invalid("no such QP"))?;
+        self.sh.timers.stop_all(qpn);
         self.groups.detach_all(qpn);
         Ok(())
     }
