@@ -383,3 +383,143 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
     qp.retire(sh);
     progressed(qp, &mut sh.timers, now);
 }
+
+#[cfg(test)]
+mod tests {
+    use softrnic_wire::{AethRepr, CreditCount, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome};
+
+    use crate::cq::{WcOpcode, WcStatus};
+    use crate::testing::{Bench, MTU, SQ_PSN};
+    use crate::wr::{Remote, SendOp};
+
+    const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
+    const REMOTE: Remote = Remote {
+        addr: 0x10_0000,
+        rkey: 0x1234,
+    };
+
+    fn psns(b: &mut Bench) -> Vec<u32> {
+        b.sent().iter().map(|s| s.psn).collect()
+    }
+
+    /// Three one-packet SENDs, sent.
+    fn three_sends() -> Bench {
+        let mut b = Bench::rc();
+        for i in 1..=3 {
+            b.post(i, SendOp::Send, 8);
+        }
+        assert_eq!(psns(&mut b), [SQ_PSN, SQ_PSN + 1, SQ_PSN + 2]);
+        b
+    }
+
+    fn read_response(b: &mut Bench, opcode: O, psn: u32, payload: &[u8]) {
+        let aeth = opcode.info().headers.contains(softrnic_wire::Headers::AETH);
+        let ext = ExtRepr {
+            aeth: aeth.then_some(AethRepr {
+                syndrome: ACK,
+                msn: 0,
+            }),
+            ..ExtRepr::default()
+        };
+        b.receive(opcode, psn, ext, payload);
+    }
+
+    #[test]
+    fn an_ack_completes_every_wqe_up_to_its_psn_in_order() {
+        let mut b = three_sends();
+        b.ack(SQ_PSN + 1, ACK);
+        let done = [
+            (1, WcStatus::Success, WcOpcode::Send),
+            (2, WcStatus::Success, WcOpcode::Send),
+        ];
+        assert_eq!(b.completions(), done);
+        b.ack(SQ_PSN + 2, ACK);
+        assert_eq!(b.completions(), [(3, WcStatus::Success, WcOpcode::Send)]);
+    }
+
+    #[test]
+    fn a_sequence_nak_acknowledges_what_precedes_it_and_resends_from_its_psn() {
+        let mut b = three_sends();
+        b.ack(SQ_PSN + 1, Syndrome::Nak(NakCode::PsnSequenceError));
+        assert_eq!(b.completions(), [(1, WcStatus::Success, WcOpcode::Send)]);
+        assert_eq!(psns(&mut b), [SQ_PSN + 1, SQ_PSN + 2]);
+        // A second NAK for the same loss does not start another resend.
+        b.ack(SQ_PSN + 1, Syndrome::Nak(NakCode::PsnSequenceError));
+        assert_eq!(psns(&mut b), [] as [u32; 0]);
+    }
+
+    #[test]
+    fn an_rnr_nak_holds_the_requester_until_its_timer_ends() {
+        let mut b = three_sends();
+        b.ack(SQ_PSN, Syndrome::RnrNak(RnrTimer::from_code(1)));
+        assert_eq!(psns(&mut b), [] as [u32; 0]);
+        b.fire_timer();
+        assert_eq!(psns(&mut b), [SQ_PSN, SQ_PSN + 1, SQ_PSN + 2]);
+        assert_eq!(b.engine.counters().rnr_nak_retry_err, 1);
+    }
+
+    #[test]
+    fn a_lost_ack_times_out_resends_and_fails_when_the_retries_run_out() {
+        let mut b = Bench::rc();
+        b.post(1, SendOp::Send, 8);
+        assert_eq!(psns(&mut b), [SQ_PSN]);
+        // retry_cnt is 2: two resends, then the WQE fails.
+        for _ in 0..2 {
+            b.fire_timer();
+            assert_eq!(psns(&mut b), [SQ_PSN]);
+        }
+        b.fire_timer();
+        assert_eq!(psns(&mut b), [] as [u32; 0]);
+        assert_eq!(
+            b.completions(),
+            [(1, WcStatus::RetryExcErr, WcOpcode::Send)]
+        );
+        assert_eq!(b.engine.counters().local_ack_timeout_err, 3);
+    }
+
+    #[test]
+    fn read_responses_land_in_the_wqe_and_complete_it() {
+        let mut b = Bench::rc();
+        b.post(1, SendOp::Read(REMOTE), 2 * MTU);
+        assert_eq!(psns(&mut b), [SQ_PSN]);
+        read_response(&mut b, O::RcReadResponseFirst, SQ_PSN, &[3; 1024]);
+        read_response(&mut b, O::RcReadResponseLast, SQ_PSN + 1, &[4; 1024]);
+        assert_eq!(
+            b.completions(),
+            [(1, WcStatus::Success, WcOpcode::RdmaRead)]
+        );
+        assert_eq!(b.read(1022, 4), [3, 3, 4, 4]);
+    }
+
+    #[test]
+    fn a_missing_read_response_is_an_implied_nak_that_asks_again() {
+        let mut b = Bench::rc();
+        b.post(1, SendOp::Read(REMOTE), 2 * MTU);
+        b.sent();
+        // The FIRST response was lost: the LAST one implies it (IBA 9.7.5.1.5).
+        read_response(&mut b, O::RcReadResponseLast, SQ_PSN + 1, &[4; 1024]);
+        let again = b.sent();
+        assert_eq!(again.len(), 1);
+        assert_eq!((again[0].opcode, again[0].psn), (O::RcReadRequest, SQ_PSN));
+        assert_eq!(again[0].ext.reth.map(|r| r.dma_len), Some(2 * MTU));
+        assert_eq!(b.engine.counters().implied_nak_seq_err, 1);
+    }
+
+    #[test]
+    fn a_response_to_a_psn_never_sent_is_ignored() {
+        let mut b = three_sends();
+        b.ack(SQ_PSN + 7, ACK);
+        assert_eq!(b.completions(), []);
+        assert_eq!(b.engine.counters().duplicate_response, 1);
+    }
+
+    #[test]
+    fn a_response_of_the_wrong_kind_is_a_bad_response() {
+        let mut b = three_sends();
+        read_response(&mut b, O::RcReadResponseOnly, SQ_PSN, &[0; 8]);
+        assert_eq!(
+            b.completions()[0],
+            (1, WcStatus::BadRespErr, WcOpcode::Send)
+        );
+    }
+}

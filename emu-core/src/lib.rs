@@ -35,6 +35,8 @@ pub mod requester;
 pub mod responder;
 mod rng;
 mod slab;
+#[cfg(test)]
+mod testing;
 mod time;
 mod timers;
 mod wr;

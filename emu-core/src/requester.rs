@@ -365,3 +365,96 @@ fn build<M: Memory>(
     sh.counters.sent_pkts += 1;
     Ok(n)
 }
+
+#[cfg(test)]
+mod tests {
+    use softrnic_wire::{CreditCount, Opcode as O, Syndrome};
+
+    use super::{MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS};
+    use crate::testing::{Bench, MTU, SQ_PSN};
+    use crate::wr::{Remote, SendOp};
+
+    const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
+
+    /// What the requester sent: (opcode, PSN, AckReq, payload length).
+    fn sent(b: &mut Bench) -> Vec<(O, u32, bool, usize)> {
+        b.sent()
+            .into_iter()
+            .map(|s| (s.opcode, s.psn, s.ack_req, s.payload.len()))
+            .collect()
+    }
+
+    #[test]
+    fn a_message_is_cut_at_the_path_mtu_and_asks_for_an_ack_at_its_end() {
+        let mut b = Bench::rc();
+        b.post(1, SendOp::Send, 2500);
+        assert_eq!(
+            sent(&mut b),
+            [
+                (O::RcSendFirst, SQ_PSN, false, 1024),
+                (O::RcSendMiddle, SQ_PSN + 1, false, 1024),
+                (O::RcSendLast, SQ_PSN + 2, true, 452),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_request_takes_the_psns_of_its_responses() {
+        let mut b = Bench::rc();
+        let remote = Remote {
+            addr: 0x10_0000,
+            rkey: 0x1234,
+        };
+        b.post(1, SendOp::Read(remote), 3 * MTU);
+        b.post(2, SendOp::Send, 8);
+        let frames = b.sent();
+        assert_eq!(frames.len(), 2);
+        let reth = frames[0].ext.reth.expect("a READ request carries a RETH");
+        assert_eq!(
+            (frames[0].opcode, frames[0].psn),
+            (O::RcReadRequest, SQ_PSN)
+        );
+        assert_eq!(
+            (reth.va, reth.rkey, reth.dma_len),
+            (0x10_0000, 0x1234, 3 * MTU)
+        );
+        assert_eq!(
+            (frames[1].opcode, frames[1].psn),
+            (O::RcSendOnly, SQ_PSN + 3)
+        );
+    }
+
+    #[test]
+    fn at_most_max_unacked_psns_are_outstanding_and_an_ack_opens_the_window() {
+        let mut b = Bench::rc();
+        let remote = Remote {
+            addr: 0x10_0000,
+            rkey: 0x1234,
+        };
+        b.post(1, SendOp::Write(remote), 200 * MTU);
+        let first = sent(&mut b);
+        assert_eq!(first.len(), MAX_UNACKED_PSNS as usize);
+        // Within a long message, the packet after MAX_PKTS_PER_ACK without one asks for an ACK.
+        let asks: Vec<usize> = (0..first.len()).filter(|&i| first[i].2).collect();
+        assert_eq!(asks, [MAX_PKTS_PER_ACK as usize]);
+        b.ack(SQ_PSN + 63, ACK);
+        let more = sent(&mut b);
+        assert_eq!(more.len(), 64);
+        assert_eq!(more[0].1, SQ_PSN + 128);
+    }
+
+    #[test]
+    fn reads_wait_for_max_rd_atomic_credits() {
+        let mut b = Bench::rc();
+        let remote = Remote {
+            addr: 0x10_0000,
+            rkey: 0x1234,
+        };
+        for i in 0..3 {
+            b.post(i, SendOp::Read(remote), 8);
+        }
+        // max_rd_atomic is 2: the third READ waits for a response.
+        let psns: Vec<u32> = sent(&mut b).iter().map(|s| s.1).collect();
+        assert_eq!(psns, [SQ_PSN, SQ_PSN + 1]);
+    }
+}

@@ -1,8 +1,9 @@
 //! The responder: checks and executes incoming requests and queues their responses (IBA
 //! 9.7.5.2; rxe_resp.c).
 //!
-//! Each RC request passes, in order: the PSN check (duplicates and gaps), the opcode sequence
-//! check, the receive WQE check (RNR), the length check, the key check, and execution. A check
+//! Each RC request passes, in order: the PSN check (duplicates and gaps, per transport in
+//! `rc.rs`, `uc.rs`, `ud.rs`), then the steps of `checks.rs` (opcode sequence, operation
+//! allowed, resources, length, key), then `execute.rs` (the operation, then the ACK). A check
 //! that fails says which NAK it maps to (IBA 9.7.5.2.8, table 9.9.3 classes B and C) and what
 //! the receive WQE, if one is held, completes with. UC and UD drop what RC would NAK.
 
@@ -13,8 +14,7 @@ use softrnic_wire::{
     ParsedFrame, Position, Syndrome, Transport, With, bth::BthRepr,
 };
 
-use crate::cq::{WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
-use crate::dma;
+use crate::cq::WcStatus;
 use crate::event::Event;
 use crate::keys::{Access, Target};
 use crate::memory::Memory;
@@ -23,7 +23,11 @@ use crate::qp::{Qp, Shared};
 use crate::qp_attr::{QpState, QpType};
 use crate::wr::RecvWr;
 
+mod checks;
+mod execute;
 mod rc;
+#[cfg(test)]
+mod tests;
 mod uc;
 mod ud;
 
@@ -215,269 +219,11 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
     }
 }
 
-/// The operation must be in sequence with the message in progress (IBA 9.7.5.2.2 / C9-95).
-fn in_sequence(cur: Option<InProgress>, op: Operation, pos: Position) -> bool {
-    match cur {
-        Some(InProgress::Send) => op == Operation::Send && !pos.is_first(),
-        Some(InProgress::Write { .. }) => op == Operation::RdmaWrite && !pos.is_first(),
-        Some(InProgress::Dropping) | None => pos.is_first(),
-    }
-}
-
-/// Payload lengths IBA 9.7.5.2.3 allows: FIRST and MIDDLE packets carry exactly the path MTU,
-/// LAST at least one byte and at most the MTU, ONLY at most the MTU.
-fn length_ok(pos: Position, len: u32, mtu: u32) -> bool {
-    match pos {
-        Position::First | Position::Middle => len == mtu,
-        Position::Last => len > 0 && len <= mtu,
-        Position::Only => len <= mtu,
-    }
-}
-
 const INVALID: Refuse = Refuse::Nak(NakCode::InvalidRequest, WcStatus::RemInvReqErr);
 
 const ACCESS: Refuse = Refuse::Nak(NakCode::RemoteAccessError, WcStatus::RemAccessErr);
 
 const OPERATIONAL: Refuse = Refuse::Nak(NakCode::RemoteOperationalError, WcStatus::LocQpOpErr);
-
-/// Checks and executes an RC request whose PSN is the expected one.
-fn execute<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) -> Result<(), Refuse> {
-    let bth = &pkt.repr.bth;
-    let info = bth.opcode.info();
-    let (op, pos) = (info.operation, info.position);
-    let ext = &pkt.repr.ext;
-    let payload = pkt.payload();
-    let n = payload.len() as u32;
-    let mtu = qp.mtu(sh);
-    let p = bth.psn;
-
-    if !in_sequence(qp.resp.cur, op, pos) {
-        return Err(INVALID);
-    }
-    let ends = pos.is_last();
-    // A receive WQE is needed by a SEND's first packet and by WRITE with immediate's last.
-    let needs_recv = match op {
-        Operation::Send => pos.is_first(),
-        Operation::RdmaWrite => ends && ext.immdt.is_some(),
-        _ => false,
-    };
-    if needs_recv && qp.resp.held.is_none() && !qp.has_recv(sh) {
-        return Err(Refuse::Rnr);
-    }
-    match op {
-        Operation::Send => {
-            if !length_ok(pos, n, mtu) {
-                return Err(INVALID);
-            }
-            if qp.resp.held.is_none() {
-                let wr = qp.take_recv(sh).ok_or(Refuse::Rnr)?;
-                qp.resp.held = Some((wr, 0));
-            }
-            let (wr, offset) = qp.resp.held.as_ref().expect("held");
-            if let Err(status) =
-                dma::scatter(&mut sh.mem, &sh.keys, qp.pd, &wr.sgl, *offset, payload)
-            {
-                return Err(match status {
-                    WcStatus::LocLenErr => {
-                        sh.counters.resp_local_length_error += 1;
-                        Refuse::Nak(NakCode::InvalidRequest, WcStatus::LocLenErr)
-                    }
-                    s => Refuse::Nak(NakCode::RemoteOperationalError, s),
-                });
-            }
-            if let Some((_, offset)) = qp.resp.held.as_mut() {
-                *offset += n;
-            }
-            qp.resp.cur = Some(InProgress::Send);
-            if ends {
-                if let Some(rkey) = ext.ieth {
-                    // IBA 9.4.7 / 10.6.6: SEND with Invalidate; a key it may not invalidate is
-                    // an invalid request.
-                    sh.keys.invalidate(rkey, qp.pd).map_err(|_| INVALID)?;
-                }
-                let (wr, len) = qp.resp.held.take().expect("held");
-                let mut wc = Wc::new(wr.wr_id, WcStatus::Success, WcOpcode::Recv, qp.qpn);
-                wc.byte_len = len;
-                wc.solicited = bth.solicited;
-                if let Some(imm) = ext.immdt {
-                    wc.imm_data = imm;
-                    wc.wc_flags |= WC_WITH_IMM;
-                }
-                if let Some(rkey) = ext.ieth {
-                    wc.imm_data = rkey;
-                    wc.wc_flags |= WC_WITH_INV;
-                }
-                sh.complete(qp.recv_cq, wc);
-                qp.resp.cur = None;
-            }
-        }
-        Operation::RdmaWrite => {
-            if let Some(reth) = ext.reth {
-                if !qp.attr.qp_access_flags.contains(Access::REMOTE_WRITE) {
-                    return Err(ACCESS);
-                }
-                if reth.dma_len > 1 << 31 {
-                    return Err(INVALID);
-                }
-                let target = if reth.dma_len == 0 {
-                    // IBA 9.7.5.2.3: a zero-length RDMA WRITE does not check the R_Key.
-                    Target {
-                        space: 0,
-                        addr: reth.va,
-                    }
-                } else {
-                    sh.keys
-                        .check_remote(
-                            reth.rkey,
-                            qp.pd,
-                            qp.qpn,
-                            Access::REMOTE_WRITE,
-                            reth.va,
-                            reth.dma_len as u64,
-                        )
-                        .map_err(|_| ACCESS)?
-                };
-                qp.resp.cur = Some(InProgress::Write {
-                    target,
-                    left: reth.dma_len,
-                    len: reth.dma_len,
-                });
-            }
-            let Some(InProgress::Write { target, left, len }) = qp.resp.cur else {
-                return Err(INVALID);
-            };
-            let fits = if ends { n == left } else { n < left };
-            if !length_ok(pos, n, mtu) || !fits {
-                return Err(INVALID);
-            }
-            if n > 0 {
-                sh.mem
-                    .write(target.space, target.addr, payload)
-                    .map_err(|_| OPERATIONAL)?;
-            }
-            qp.resp.cur = Some(InProgress::Write {
-                target: Target {
-                    space: target.space,
-                    addr: target.addr + n as u64,
-                },
-                left: left - n,
-                len,
-            });
-            if ends {
-                qp.resp.cur = None;
-                if let Some(imm) = ext.immdt {
-                    let wr = qp.take_recv(sh).ok_or(Refuse::Rnr)?;
-                    let mut wc = Wc::new(
-                        wr.wr_id,
-                        WcStatus::Success,
-                        WcOpcode::RecvRdmaWithImm,
-                        qp.qpn,
-                    );
-                    wc.byte_len = len;
-                    wc.imm_data = imm;
-                    wc.wc_flags = WC_WITH_IMM;
-                    wc.solicited = bth.solicited;
-                    sh.complete(qp.recv_cq, wc);
-                }
-            }
-        }
-        Operation::RdmaReadRequest => {
-            let reth = ext.reth.ok_or(INVALID)?;
-            if !qp.attr.qp_access_flags.contains(Access::REMOTE_READ) {
-                return Err(ACCESS);
-            }
-            if qp.attr.max_dest_rd_atomic == 0
-                || qp.resp.pending_rd_atomic() >= qp.attr.max_dest_rd_atomic as usize
-                || reth.dma_len > 1 << 31
-            {
-                return Err(INVALID);
-            }
-            read_target(qp, sh, reth.rkey, reth.va, reth.dma_len)?;
-            let npkts = psn::npkts(reth.dma_len, mtu);
-            let res = Resource {
-                first_psn: p,
-                last_psn: psn::add(p, npkts - 1),
-                kind: ResourceKind::Read {
-                    rkey: reth.rkey,
-                    va: reth.va,
-                    len: reth.dma_len,
-                },
-            };
-            qp.resp
-                .start_rd_atomic(qp.attr.max_dest_rd_atomic, res, |msn| Response::Read {
-                    psn: p,
-                    rkey: reth.rkey,
-                    va: reth.va,
-                    left: reth.dma_len,
-                    first: true,
-                    msn,
-                    replay: false,
-                });
-            return Ok(());
-        }
-        Operation::CompareSwap | Operation::FetchAdd => {
-            let a = ext.atomic_eth.ok_or(INVALID)?;
-            if !qp.attr.qp_access_flags.contains(Access::REMOTE_ATOMIC) {
-                return Err(ACCESS);
-            }
-            // IBA 9.4.5: the address must be 8-byte aligned.
-            if a.va % 8 != 0
-                || qp.attr.max_dest_rd_atomic == 0
-                || qp.resp.pending_rd_atomic() >= qp.attr.max_dest_rd_atomic as usize
-            {
-                return Err(INVALID);
-            }
-            let t = sh
-                .keys
-                .check_remote(a.rkey, qp.pd, qp.qpn, Access::REMOTE_ATOMIC, a.va, 8)
-                .map_err(|_| ACCESS)?;
-            let orig = if op == Operation::CompareSwap {
-                let (cmp, swap) = (a.compare, a.swap_add);
-                sh.mem
-                    .atomic(t.space, t.addr, &|v| if v == cmp { swap } else { v })
-            } else {
-                let add = a.swap_add;
-                sh.mem.atomic(t.space, t.addr, &|v| v.wrapping_add(add))
-            }
-            .map_err(|_| OPERATIONAL)?;
-            let res = Resource {
-                first_psn: p,
-                last_psn: p,
-                kind: ResourceKind::Atomic { orig },
-            };
-            qp.resp
-                .start_rd_atomic(qp.attr.max_dest_rd_atomic, res, |msn| Response::Atomic {
-                    psn: p,
-                    orig,
-                    msn,
-                    replay: false,
-                });
-            return Ok(());
-        }
-        _ => return Err(INVALID),
-    }
-    qp.resp.epsn = psn::add(p, 1);
-    if ends {
-        qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
-    }
-    // UC has no acknowledgements (IBA 9.8.3), whatever AckReq says.
-    if bth.ack_req && qp.qp_type == QpType::Rc {
-        qp.resp.queue_ack(p, ack_syndrome());
-    }
-    Ok(())
-}
-
-/// Checks the key of a READ of `len` bytes at `va` (none for a zero-length READ, IBA
-/// 9.7.5.2.3).
-fn read_target<M>(qp: &Qp, sh: &Shared<M>, rkey: u32, va: u64, len: u32) -> Result<(), Refuse> {
-    if len == 0 {
-        return Ok(());
-    }
-    sh.keys
-        .check_remote(rkey, qp.pd, qp.qpn, Access::REMOTE_READ, va, len as u64)
-        .map(|_| ())
-        .map_err(|_| ACCESS)
-}
 
 /// Writes the next response packet into `buf`.
 pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -> Option<usize> {

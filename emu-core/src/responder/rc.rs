@@ -3,9 +3,9 @@
 
 use softrnic_wire::{NakCode, Operation, ParsedFrame, RnrTimer, Syndrome};
 
-use super::{
-    MAX_QUEUED_EXTRA, Refuse, Resource, ResourceKind, Response, ack_syndrome, execute, read_target,
-};
+use super::checks::read_key;
+use super::execute::execute;
+use super::{MAX_QUEUED_EXTRA, Refuse, Resource, ResourceKind, Response, ack_syndrome};
 use crate::cq::{Wc, WcOpcode};
 use crate::memory::Memory;
 use crate::psn;
@@ -89,7 +89,7 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             if !inside {
                 return;
             }
-            if read_target(qp, sh, rkey, reth.va, reth.dma_len).is_err() {
+            if read_key(qp, sh, rkey, reth.va, reth.dma_len).is_err() {
                 return;
             }
             qp.resp.out.push_back(Response::Read {

@@ -3,7 +3,9 @@
 
 use softrnic_wire::ParsedFrame;
 
-use super::{InProgress, Refuse, execute, in_sequence};
+use super::checks::in_sequence;
+use super::execute::execute;
+use super::{InProgress, Refuse};
 use crate::memory::Memory;
 use crate::psn;
 use crate::qp::{Qp, Shared};

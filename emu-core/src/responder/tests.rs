@@ -1,0 +1,190 @@
+//! The responder against hand-made request frames: what it answers, what it executes, and
+//! what it refuses (IBA 9.7.5.2).
+
+use softrnic_wire::{
+    AtomicEthRepr, CreditCount, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome,
+};
+
+use crate::cq::{WcOpcode, WcStatus};
+use crate::qp_attr::QpState;
+use crate::testing::{BUF_LEN, Bench, RQ_PSN};
+
+const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
+
+/// What the responder sent: (opcode, PSN, syndrome, payload length).
+fn answers(b: &mut Bench) -> Vec<(O, u32, Option<Syndrome>, usize)> {
+    b.sent()
+        .into_iter()
+        .map(|s| (s.opcode, s.psn, s.syndrome, s.payload.len()))
+        .collect()
+}
+
+fn with_reth(b: &Bench, offset: u64, len: u32) -> ExtRepr {
+    ExtRepr {
+        reth: Some(b.reth(offset, len)),
+        ..ExtRepr::default()
+    }
+}
+
+#[test]
+fn a_send_lands_in_its_receive_wqe_and_one_ack_covers_both_packets() {
+    let mut b = Bench::rc();
+    b.post_recv(7, 0, 4096);
+    b.receive(O::RcSendFirst, RQ_PSN, ExtRepr::default(), &[1; 1024]);
+    b.receive(O::RcSendLast, RQ_PSN + 1, ExtRepr::default(), &[2; 10]);
+    // Both asked for an ACK; the second, still queued, replaces the first (coalescing).
+    assert_eq!(
+        answers(&mut b),
+        [(O::RcAcknowledge, RQ_PSN + 1, Some(ACK), 0)]
+    );
+    assert_eq!(b.completions(), [(7, WcStatus::Success, WcOpcode::Recv)]);
+    assert_eq!(b.read(1023, 3), [1, 2, 2]);
+}
+
+#[test]
+fn a_gap_gets_one_sequence_nak_carrying_the_expected_psn() {
+    let mut b = Bench::rc();
+    b.post_recv(1, 0, 64);
+    b.receive(O::RcSendOnly, RQ_PSN + 2, ExtRepr::default(), &[0; 8]);
+    b.receive(O::RcSendOnly, RQ_PSN + 3, ExtRepr::default(), &[0; 8]);
+    let nak = Syndrome::Nak(NakCode::PsnSequenceError);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(nak), 0)]);
+    assert_eq!(b.engine.counters().out_of_sequence, 2);
+    // The expected packet ends the gap: it is executed and acknowledged.
+    b.receive(O::RcSendOnly, RQ_PSN, ExtRepr::default(), &[0; 8]);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(ACK), 0)]);
+}
+
+#[test]
+fn a_send_without_a_receive_wqe_gets_an_rnr_nak_and_succeeds_when_resent() {
+    let mut b = Bench::rc();
+    b.receive(O::RcSendOnly, RQ_PSN, ExtRepr::default(), &[0; 8]);
+    let rnr = Syndrome::RnrNak(RnrTimer::from_code(1));
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(rnr), 0)]);
+    b.post_recv(3, 0, 64);
+    b.receive(O::RcSendOnly, RQ_PSN, ExtRepr::default(), &[0; 8]);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(ACK), 0)]);
+    assert_eq!(b.completions(), [(3, WcStatus::Success, WcOpcode::Recv)]);
+}
+
+#[test]
+fn a_write_beyond_its_region_is_a_remote_access_error_and_the_qp_fails() {
+    let mut b = Bench::rc();
+    let ext = with_reth(&b, BUF_LEN as u64 - 8, 16);
+    b.receive(O::RcWriteOnly, RQ_PSN, ext, &[0; 16]);
+    let nak = Syndrome::Nak(NakCode::RemoteAccessError);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(nak), 0)]);
+    let (attr, _) = b.engine.query_qp(b.qpn).unwrap();
+    assert_eq!(attr.qp_state, QpState::Err);
+}
+
+#[test]
+fn the_opcode_sequence_is_checked_before_access() {
+    // A WRITE_MIDDLE with no WRITE in progress is out of sequence, whatever its target.
+    let mut b = Bench::rc();
+    b.receive(O::RcWriteMiddle, RQ_PSN, ExtRepr::default(), &[0; 1024]);
+    let nak = Syndrome::Nak(NakCode::InvalidRequest);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(nak), 0)]);
+}
+
+#[test]
+fn a_write_longer_than_its_reth_said_is_an_invalid_request() {
+    let mut b = Bench::rc();
+    let ext = with_reth(&b, 0, 8);
+    b.receive(O::RcWriteOnly, RQ_PSN, ext, &[0; 16]);
+    let nak = Syndrome::Nak(NakCode::InvalidRequest);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(nak), 0)]);
+    assert_eq!(b.read(0, 16), [0; 16]);
+}
+
+#[test]
+fn a_duplicate_write_is_acknowledged_again_and_not_executed_again() {
+    let mut b = Bench::rc();
+    b.receive(O::RcWriteOnly, RQ_PSN, with_reth(&b, 0, 8), &[5; 8]);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(ACK), 0)]);
+    b.receive(O::RcWriteOnly, RQ_PSN, with_reth(&b, 0, 8), &[6; 8]);
+    assert_eq!(answers(&mut b), [(O::RcAcknowledge, RQ_PSN, Some(ACK), 0)]);
+    assert_eq!(b.read(0, 8), [5; 8]);
+    assert_eq!(b.engine.counters().duplicate_request, 1);
+}
+
+#[test]
+fn a_read_is_answered_in_path_mtu_pieces_that_take_its_psns() {
+    let mut b = Bench::rc();
+    let data: Vec<u8> = (0..2500u32).map(|i| i as u8).collect();
+    b.engine
+        .memory_mut()
+        .slice_mut(b.buf, data.len())
+        .unwrap()
+        .copy_from_slice(&data);
+    b.receive(O::RcReadRequest, RQ_PSN, with_reth(&b, 0, 2500), &[]);
+    let sent = b.sent();
+    let got: Vec<_> = sent
+        .iter()
+        .map(|s| (s.opcode, s.psn, s.payload.len()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (O::RcReadResponseFirst, RQ_PSN, 1024),
+            (O::RcReadResponseMiddle, RQ_PSN + 1, 1024),
+            (O::RcReadResponseLast, RQ_PSN + 2, 452),
+        ]
+    );
+    assert_eq!(
+        sent.iter()
+            .flat_map(|s| s.payload.clone())
+            .collect::<Vec<_>>(),
+        data
+    );
+    // The next request follows the READ's last PSN.
+    b.post_recv(1, 4096, 64);
+    b.receive(O::RcSendOnly, RQ_PSN + 3, ExtRepr::default(), &[0; 8]);
+    assert_eq!(
+        answers(&mut b),
+        [(O::RcAcknowledge, RQ_PSN + 3, Some(ACK), 0)]
+    );
+}
+
+#[test]
+fn an_atomic_runs_once_and_its_duplicate_gets_the_saved_original() {
+    let mut b = Bench::rc();
+    let target = b.buf;
+    b.engine
+        .memory_mut()
+        .slice_mut(target, 8)
+        .unwrap()
+        .copy_from_slice(&10u64.to_ne_bytes());
+    let ext = ExtRepr {
+        atomic_eth: Some(AtomicEthRepr {
+            va: target,
+            rkey: b.key,
+            swap_add: 5,
+            compare: 0,
+        }),
+        ..ExtRepr::default()
+    };
+    for _ in 0..2 {
+        b.receive(O::RcFetchAdd, RQ_PSN, ext, &[]);
+        let sent = b.sent();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            (sent[0].opcode, sent[0].psn),
+            (O::RcAtomicAcknowledge, RQ_PSN)
+        );
+        assert_eq!(sent[0].ext.atomic_ack_eth.map(|a| a.orig), Some(10));
+        assert_eq!(b.read(0, 8), 15u64.to_ne_bytes());
+    }
+}
+
+#[test]
+fn a_read_beyond_max_dest_rd_atomic_is_an_invalid_request() {
+    let mut b = Bench::rc();
+    for i in 0..3 {
+        b.receive(O::RcReadRequest, RQ_PSN + i, with_reth(&b, 0, 8), &[]);
+    }
+    let nak = Syndrome::Nak(NakCode::InvalidRequest);
+    let got = answers(&mut b);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[2], (O::RcAcknowledge, RQ_PSN + 2, Some(nak), 0));
+}
