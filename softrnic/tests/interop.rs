@@ -129,10 +129,12 @@ impl Guest {
         text(&out.stdout)
     }
 
-    /// Starts `cmd` (one command) in the guest in the background, as job `name`.
+    /// Starts `cmd` (one command) in the guest in the background, as job `name`. The job file
+    /// appears whole (written aside, then renamed): the runner must not take half of it.
     fn start(&self, name: &str, cmd: &str) {
+        let job = format!("/run/jobs/{name}");
         self.sh(&format!(
-            "rm -f /run/jobs/{name}.*; cat > /run/jobs/{name}.sh <<'EOF'\necho $$ > /run/jobs/{name}.pid\nexec {cmd}\nEOF"
+            "rm -f {job}.*; cat > {job}.tmp <<'EOF'\necho $$ > {job}.pid\nexec {cmd}\nEOF\nmv {job}.tmp {job}.sh"
         ));
     }
 
