@@ -11,7 +11,7 @@ use softrnic_client::client::Client;
 use softrnic_client::proto::UpRequest;
 use softrnic_daemon::Running;
 use softrnic_emu_core::{
-    Access, AddressHandle, Gid, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED,
+    Access, AddressHandle, Gid, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SendFlags,
     SendOp, SendWr, Sge, WcOpcode, WcStatus, bring_up,
 };
 
@@ -130,7 +130,7 @@ fn wr(wr_id: u64, op: SendOp, buf: &[u8], lkey: u32) -> SendWr {
         wr_id,
         op,
         sgl: sge(buf, lkey),
-        flags: SEND_SIGNALED,
+        flags: SendFlags::SIGNALED,
         ud: None,
     }
 }

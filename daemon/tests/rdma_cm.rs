@@ -11,7 +11,7 @@ use softrnic_client::client::Client;
 use softrnic_client::proto::{CmEvent, ConnParam, Request, UpRequest, cm_event};
 use softrnic_daemon::Running;
 use softrnic_emu_core::{
-    Access, QpCap, QpInit, QpState, QpType, RecvWr, SEND_SIGNALED, SendOp, SendWr, Sge, WcStatus,
+    Access, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus,
 };
 use softrnic_sys as sys;
 use softrnic_wire::cm::port_space;
@@ -244,7 +244,7 @@ fn send(a: &mut Verbs, b: &mut Verbs, data: &[u8]) {
             wr_id: 1,
             op: SendOp::Send,
             sgl: sge(data, lkey),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         }],
     )

@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::{Duration, Instant};
 
 use softrnic_emu_core::{
-    Access, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED, SendOp, SendWr, Sge, Wc,
-    WcOpcode, WcStatus,
+    Access, QpCap, QpInit, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode,
+    WcStatus,
 };
 use softrnic_link::library::Device;
 use softrnic_link::local::Loopback;
@@ -97,7 +97,7 @@ fn pump(
             }
             let mut wr = make(posted);
             if (posted + 1) % signal_every == 0 || posted + 1 == count {
-                wr.flags |= SEND_SIGNALED;
+                wr.flags |= SendFlags::SIGNALED;
             }
             p.dev.engine().post_send(p.a, wr).unwrap();
             posted += 1;
@@ -132,7 +132,7 @@ fn write_throughput() {
             length: LEN as u32,
             lkey,
         }],
-        flags: 0,
+        flags: SendFlags::empty(),
         ud: None,
     };
     // Warm up, then size the run to the budget.
@@ -205,7 +205,7 @@ fn send_rate() {
             length: 8,
             lkey,
         }],
-        flags: 0,
+        flags: SendFlags::empty(),
         ud: None,
     };
     let recv = |i: u64| RecvWr {
@@ -262,7 +262,7 @@ fn per_qp_memory() {
                 wr_id: i,
                 op: SendOp::Send,
                 sgl: sgl.clone(),
-                flags: 0,
+                flags: SendFlags::empty(),
                 ud: None,
             };
             p.dev.engine().post_send(pair[0], w).unwrap();

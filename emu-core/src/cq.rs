@@ -42,12 +42,19 @@ pub enum WcOpcode {
     RecvRdmaWithImm = 129,
 }
 
-/// `ibv_wc_flags`: the completion carries a GRH.
-pub const WC_GRH: u32 = 1;
-/// `ibv_wc_flags`: the completion carries immediate data.
-pub const WC_WITH_IMM: u32 = 2;
-/// `ibv_wc_flags`: the completion invalidated a key.
-pub const WC_WITH_INV: u32 = 8;
+bitflags::bitflags! {
+    /// `ibv_wc_flags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    pub struct WcFlags: u32 {
+        /// The completion carries a GRH.
+        const GRH = 1;
+        /// The completion carries immediate data.
+        const WITH_IMM = 2;
+        /// The completion invalidated a key.
+        const WITH_INV = 8;
+    }
+}
 
 /// A work completion, as `struct ibv_wc`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,8 +74,8 @@ pub struct Wc {
     pub qp_num: u32,
     /// The sender's QP (UD receives).
     pub src_qp: u32,
-    /// `WC_GRH`, `WC_WITH_IMM`, `WC_WITH_INV`.
-    pub wc_flags: u32,
+    /// `WcFlags::GRH`, `WcFlags::WITH_IMM`, `WcFlags::WITH_INV`.
+    pub wc_flags: WcFlags,
     /// Whether the sender set the solicited event bit (receives).
     pub solicited: bool,
 }
@@ -84,7 +91,7 @@ impl Wc {
             imm_data: 0,
             qp_num,
             src_qp: 0,
-            wc_flags: 0,
+            wc_flags: WcFlags::empty(),
             solicited: false,
         }
     }

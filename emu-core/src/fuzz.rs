@@ -19,8 +19,8 @@ use softrnic_wire::{
 use crate::memory::{Fault, HeapMemory, Memory, Space};
 use crate::{
     Access, AddressHandle, AttrMask, Config, DeviceAttr, Engine, Gid, Instant, MAX_FRAME, Mtu,
-    MwBind, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SendOp, SendWr, Sge, UdDest,
-    Wc, WcOpcode, WcStatus,
+    MwBind, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge,
+    UdDest, Wc, WcOpcode, WcStatus,
 };
 
 /// Memory that panics on any access outside the ranges registered through it.
@@ -244,7 +244,7 @@ impl World {
             ];
             for (n, op) in ops.into_iter().enumerate() {
                 let len = if op.is_atomic() { 8 } else { 3000 };
-                self.post_send(qpn, n as u64, op, self.sge(0, 0, len), 0);
+                self.post_send(qpn, n as u64, op, self.sge(0, 0, len), SendFlags::empty());
             }
         }
         match state {
@@ -280,7 +280,7 @@ impl World {
         }
     }
 
-    fn post_send(&mut self, qpn: u32, wr_id: u64, op: SendOp, sge: Sge, flags: u32) {
+    fn post_send(&mut self, qpn: u32, wr_id: u64, op: SendOp, sge: Sge, flags: SendFlags) {
         let ud = UdDest {
             ah: ah(),
             remote_qpn: 0x200,
@@ -586,7 +586,8 @@ fn act(w: &mut World, a: &Action) {
             };
             let offset = if inline { offset % 4096 } else { offset };
             let sge = w.sge(buf as usize, offset, len);
-            w.post_send(info.qpn, 0, op, sge, u32::from(flags & 15));
+            let flags = SendFlags::from_bits_truncate(u32::from(flags));
+            w.post_send(info.qpn, 0, op, sge, flags);
             w.settle();
         }
         Action::PostRecv {
@@ -674,7 +675,7 @@ fn act(w: &mut World, a: &Action) {
                 };
                 let qpn = w.qps[qp as usize % w.qps.len()].qpn;
                 let sge = w.sge(0, 0, 0);
-                w.post_send(qpn, 0, SendOp::BindMw(bind), sge, 0);
+                w.post_send(qpn, 0, SendOp::BindMw(bind), sge, SendFlags::empty());
                 w.settle();
             }
         }

@@ -43,7 +43,7 @@ mod wr;
 
 pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};
 pub use counters::Counters;
-pub use cq::{WC_GRH, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
+pub use cq::{Wc, WcFlags, WcOpcode, WcStatus};
 pub use engine::{Config, Engine, MAX_FRAME, QpInit};
 pub use error::{Result, VerbsError};
 pub use event::Event;
@@ -55,6 +55,5 @@ pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};
 pub use rng::Rng;
 pub use time::{Instant, ack_timeout};
 pub use wr::{
-    AddressHandle, MwBind, RecvWr, Remote, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
-    SendOp, SendWr, Sge, UdDest, WorkQueue,
+    AddressHandle, MwBind, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest, WorkQueue,
 };

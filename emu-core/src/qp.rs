@@ -17,7 +17,7 @@ use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::{Instant, ack_timeout};
 use crate::timers::{Timer, Timers};
-use crate::wr::{AddressHandle, RecvWr, SEND_SIGNALED, SendOp, SendWr};
+use crate::wr::{AddressHandle, RecvWr, SendFlags, SendOp, SendWr};
 use crate::{completer::Completer, psn, requester::Requester, responder::Responder};
 
 /// Everything a QP's roles reach besides the QP itself.
@@ -241,7 +241,7 @@ impl Qp {
         while let Some(status) = self.sq.front().and_then(|w| w.status) {
             let w = self.sq.pop_front().expect("front exists");
             self.req.retired();
-            let signaled = self.sq_sig_all || w.wr.flags & SEND_SIGNALED != 0;
+            let signaled = self.sq_sig_all || w.wr.flags.contains(SendFlags::SIGNALED);
             if signaled || status != WcStatus::Success {
                 let mut wc = Wc::new(w.wr.wr_id, status, w.wc_opcode(), self.qpn);
                 wc.byte_len = match w.wr.op {

@@ -18,7 +18,7 @@ use crate::qp_attr::QpState;
 use crate::qp_attr::QpType;
 use crate::time::Instant;
 use crate::timers::Timer;
-use crate::wr::{SEND_FENCE, SEND_SOLICITED, SendOp};
+use crate::wr::{SendFlags, SendOp};
 
 /// At most this many PSNs are unacknowledged (rxe's RXE_MAX_UNACKED_PSNS), which bounds the
 /// retransmission work and the responder's duplicate window.
@@ -178,7 +178,7 @@ pub(crate) fn poll<M: Memory>(
             continue;
         }
         if qp.qp_type == QpType::Rc {
-            let fenced = w.wr.flags & SEND_FENCE != 0;
+            let fenced = w.wr.flags.contains(SendFlags::FENCE);
             let rd_atomic = w.wr.op.is_read_or_atomic();
             if qp.req.offset == 0 && (fenced || rd_atomic) {
                 // IBA 10.8.3.3: a fenced WR waits for prior READs and atomics; 9.5.1: at most
@@ -317,7 +317,7 @@ fn build<M: Memory>(
         ip: path.ip,
         udp: path.udp,
         bth: BthRepr {
-            solicited: ends_message && w.wr.flags & SEND_SOLICITED != 0,
+            solicited: ends_message && w.wr.flags.contains(SendFlags::SOLICITED),
             ack_req,
             ..BthRepr::new(op, dest_qp, psn)
         },
@@ -375,6 +375,10 @@ mod tests {
     use crate::wr::{Remote, SendOp};
 
     const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
+    const REMOTE: Remote = Remote {
+        addr: 0x10_0000,
+        rkey: 0x1234,
+    };
 
     /// What the requester sent: (opcode, PSN, AckReq, payload length).
     fn sent(b: &mut Bench) -> Vec<(O, u32, bool, usize)> {
@@ -401,11 +405,7 @@ mod tests {
     #[test]
     fn a_read_request_takes_the_psns_of_its_responses() {
         let mut b = Bench::rc();
-        let remote = Remote {
-            addr: 0x10_0000,
-            rkey: 0x1234,
-        };
-        b.post(1, SendOp::Read(remote), 3 * MTU);
+        b.post(1, SendOp::Read(REMOTE), 3 * MTU);
         b.post(2, SendOp::Send, 8);
         let frames = b.sent();
         assert_eq!(frames.len(), 2);
@@ -427,11 +427,7 @@ mod tests {
     #[test]
     fn at_most_max_unacked_psns_are_outstanding_and_an_ack_opens_the_window() {
         let mut b = Bench::rc();
-        let remote = Remote {
-            addr: 0x10_0000,
-            rkey: 0x1234,
-        };
-        b.post(1, SendOp::Write(remote), 200 * MTU);
+        b.post(1, SendOp::Write(REMOTE), 200 * MTU);
         let first = sent(&mut b);
         assert_eq!(first.len(), MAX_UNACKED_PSNS as usize);
         // Within a long message, the packet after MAX_PKTS_PER_ACK without one asks for an ACK.
@@ -446,12 +442,8 @@ mod tests {
     #[test]
     fn reads_wait_for_max_rd_atomic_credits() {
         let mut b = Bench::rc();
-        let remote = Remote {
-            addr: 0x10_0000,
-            rkey: 0x1234,
-        };
         for i in 0..3 {
-            b.post(i, SendOp::Read(remote), 8);
+            b.post(i, SendOp::Read(REMOTE), 8);
         }
         // max_rd_atomic is 2: the third READ waits for a response.
         let psns: Vec<u32> = sent(&mut b).iter().map(|s| s.1).collect();

@@ -181,7 +181,7 @@ impl Bench {
             wr_id,
             op,
             sgl,
-            flags: crate::wr::SEND_SIGNALED,
+            flags: crate::wr::SendFlags::SIGNALED,
             ud: None,
         };
         self.engine.post_send(self.qpn, wr).unwrap();

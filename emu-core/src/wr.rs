@@ -190,14 +190,21 @@ impl SendOp {
     }
 }
 
-/// `ibv_send_flags`: wait for prior READs and atomics to complete.
-pub const SEND_FENCE: u32 = 1;
-/// `ibv_send_flags`: generate a completion.
-pub const SEND_SIGNALED: u32 = 2;
-/// `ibv_send_flags`: set the solicited event bit.
-pub const SEND_SOLICITED: u32 = 4;
-/// `ibv_send_flags`: the SGEs' bytes are copied at post time.
-pub const SEND_INLINE: u32 = 8;
+bitflags::bitflags! {
+    /// `ibv_send_flags`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+    pub struct SendFlags: u32 {
+        /// Wait for prior READs and atomics to complete.
+        const FENCE = 1;
+        /// Generate a completion.
+        const SIGNALED = 2;
+        /// Set the solicited event bit.
+        const SOLICITED = 4;
+        /// The SGEs' bytes are copied at post time.
+        const INLINE = 8;
+    }
+}
 
 /// The destination of a UD send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -221,8 +228,8 @@ pub struct SendWr {
     pub op: SendOp,
     /// The local buffers.
     pub sgl: Vec<Sge>,
-    /// `SEND_*` flags.
-    pub flags: u32,
+    /// Its `ibv_send_flags`.
+    pub flags: SendFlags,
     /// UD only: where to.
     pub ud: Option<UdDest>,
 }
@@ -231,7 +238,7 @@ impl SendWr {
     /// Whether the WR's bytes are taken at post time (`IBV_SEND_INLINE` on an operation that
     /// sends data).
     pub fn is_inline(&self) -> bool {
-        self.flags & SEND_INLINE != 0 && self.op.sends_data()
+        self.flags.contains(SendFlags::INLINE) && self.op.sends_data()
     }
 
     /// The checks `ibv_post_send` makes before a WR is queued (those that need neither the

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use softrnic_emu_core::{
     Access, AttrMask, Event, MwBind, MwType, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr,
-    Remote, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED, SendOp, SendWr, Sge, Wc, WcOpcode,
-    WcStatus,
+    Remote, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
 };
 use softrnic_link::library::Device;
 use softrnic_link::local::Loopback;
@@ -49,12 +48,12 @@ impl Fixture {
         (addr, key)
     }
 
-    fn post(&mut self, qpn: u32, wr_id: u64, op: SendOp, sgl: Vec<Sge>, flags: u32) {
+    fn post(&mut self, qpn: u32, wr_id: u64, op: SendOp, sgl: Vec<Sge>, flags: SendFlags) {
         let wr = SendWr {
             wr_id,
             op,
             sgl,
-            flags: flags | SEND_SIGNALED,
+            flags: flags | SendFlags::SIGNALED,
             ud: None,
         };
         self.dev.engine().post_send(qpn, wr).unwrap();
@@ -138,30 +137,51 @@ fn bad_work_requests_are_refused_with_rxe_errnos() {
         };
         5
     ];
-    assert_eq!(errno(e.post_send(f.a, wr(SendOp::Send, five, 0))), 22);
+    assert_eq!(
+        errno(e.post_send(f.a, wr(SendOp::Send, five, SendFlags::empty()))),
+        22
+    );
     // Atomics need exactly 8 bytes and an aligned address.
     let remote = Remote { addr: 8, rkey: 1 };
     let add = SendOp::FetchAdd { remote, add: 1 };
-    assert_eq!(errno(e.post_send(f.a, wr(add, sge(src, 4, lkey), 0))), 22);
+    assert_eq!(
+        errno(e.post_send(f.a, wr(add, sge(src, 4, lkey), SendFlags::empty()))),
+        22
+    );
     let odd = SendOp::FetchAdd {
         remote: Remote { addr: 12, rkey: 1 },
         add: 1,
     };
-    assert_eq!(errno(e.post_send(f.a, wr(odd, sge(src, 8, lkey), 0))), 22);
+    assert_eq!(
+        errno(e.post_send(f.a, wr(odd, sge(src, 8, lkey), SendFlags::empty()))),
+        22
+    );
     // Inline data above max_inline_data (64).
-    let big = wr(SendOp::Send, sge(src, 65, lkey), SEND_INLINE);
+    let big = wr(SendOp::Send, sge(src, 65, lkey), SendFlags::INLINE);
     assert_eq!(errno(e.post_send(f.a, big)), 22);
     // A full send queue is ENOMEM.
     for _ in 0..256 {
-        e.post_send(f.a, wr(SendOp::Send, vec![], 0)).unwrap();
+        e.post_send(f.a, wr(SendOp::Send, vec![], SendFlags::empty()))
+            .unwrap();
     }
-    assert_eq!(errno(e.post_send(f.a, wr(SendOp::Send, vec![], 0))), 12);
+    assert_eq!(
+        errno(e.post_send(f.a, wr(SendOp::Send, vec![], SendFlags::empty()))),
+        12
+    );
     // UD QPs carry only SENDs, and need a destination.
     let mut u = fixture(QpType::Ud);
-    let w = wr(SendOp::Write(Remote { addr: 0, rkey: 0 }), vec![], 0);
+    let w = wr(
+        SendOp::Write(Remote { addr: 0, rkey: 0 }),
+        vec![],
+        SendFlags::empty(),
+    );
     assert_eq!(errno(u.dev.engine().post_send(u.a, w)), 22);
     assert_eq!(
-        errno(u.dev.engine().post_send(u.a, wr(SendOp::Send, vec![], 0))),
+        errno(
+            u.dev
+                .engine()
+                .post_send(u.a, wr(SendOp::Send, vec![], SendFlags::empty()))
+        ),
         22
     );
 }
@@ -179,7 +199,7 @@ fn posting_before_rts_is_einval() {
         wr_id: 1,
         op: SendOp::Send,
         sgl: vec![],
-        flags: 0,
+        flags: SendFlags::empty(),
         ud: None,
     };
     assert_eq!(errno(dev.engine().post_send(qp, wr)), 22);
@@ -210,8 +230,14 @@ fn posting_before_rts_is_einval() {
 fn a_bad_lkey_is_a_local_protection_error_and_flushes_the_rest() {
     let mut f = fixture(QpType::Rc);
     let (src, lkey) = f.buf(16, 1, ALL);
-    f.post(f.a, 1, SendOp::Send, sge(src, 16, lkey ^ 0x10), 0);
-    f.post(f.a, 2, SendOp::Send, sge(src, 16, lkey), 0);
+    f.post(
+        f.a,
+        1,
+        SendOp::Send,
+        sge(src, 16, lkey ^ 0x10),
+        SendFlags::empty(),
+    );
+    f.post(f.a, 2, SendOp::Send, sge(src, 16, lkey), SendFlags::empty());
     assert_eq!(
         f.wait(2),
         [
@@ -223,7 +249,13 @@ fn a_bad_lkey_is_a_local_protection_error_and_flushes_the_rest() {
     // The range past the region is a protection error too.
     let mut g = fixture(QpType::Rc);
     let (src, lkey) = g.buf(16, 1, ALL);
-    g.post(g.a, 1, SendOp::Send, sge(src + 1, 16, lkey), 0);
+    g.post(
+        g.a,
+        1,
+        SendOp::Send,
+        sge(src + 1, 16, lkey),
+        SendFlags::empty(),
+    );
     assert_eq!(g.wait(1), [(1, WcStatus::LocProtErr, WcOpcode::Send)]);
 }
 
@@ -233,7 +265,13 @@ fn a_receive_too_small_is_a_local_length_error() {
     let (src, lkey) = f.buf(100, 1, ALL);
     let (dst, dkey) = f.buf(50, 0, ALL);
     f.recv(f.b, 9, sge(dst, 50, dkey));
-    f.post(f.a, 1, SendOp::Send, sge(src, 100, lkey), 0);
+    f.post(
+        f.a,
+        1,
+        SendOp::Send,
+        sge(src, 100, lkey),
+        SendFlags::empty(),
+    );
     let got = f.wait(2);
     assert!(
         got.contains(&(9, WcStatus::LocLenErr, WcOpcode::Recv)),
@@ -259,7 +297,7 @@ fn ud_message_longer_than_the_mtu_fails_locally() {
         wr_id: 3,
         op: SendOp::Send,
         sgl: sge(src, 5000, lkey),
-        flags: SEND_SIGNALED,
+        flags: SendFlags::SIGNALED,
         ud: Some(ud),
     };
     f.dev.engine().post_send(f.a, wr).unwrap();
@@ -282,7 +320,7 @@ fn memory_window_type2_bind_use_and_invalidate() {
         len: 64,
         access: Access::REMOTE_WRITE,
     };
-    f.post(f.b, 1, SendOp::BindMw(bind), vec![], 0);
+    f.post(f.b, 1, SendOp::BindMw(bind), vec![], SendFlags::empty());
     assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::BindMw)]);
     let window = (mw & !0xff) | 0x5c;
     f.post(
@@ -293,7 +331,7 @@ fn memory_window_type2_bind_use_and_invalidate() {
             rkey: window,
         }),
         sge(src, 64, lkey),
-        0,
+        SendFlags::empty(),
     );
     assert_eq!(f.wait(1), [(2, WcStatus::Success, WcOpcode::RdmaWrite)]);
     assert_eq!(f.dev.read(region + 64, 64), vec![7; 64]);
@@ -301,7 +339,13 @@ fn memory_window_type2_bind_use_and_invalidate() {
     // SEND with Invalidate on the window: afterwards its key no longer works.
     let (rbuf, rkey2) = f.buf(8, 0, ALL);
     f.recv(f.b, 3, sge(rbuf, 8, rkey2));
-    f.post(f.a, 4, SendOp::SendWithInv(window), sge(src, 8, lkey), 0);
+    f.post(
+        f.a,
+        4,
+        SendOp::SendWithInv(window),
+        sge(src, 8, lkey),
+        SendFlags::empty(),
+    );
     let got = f.wait(2);
     assert!(
         got.contains(&(3, WcStatus::Success, WcOpcode::Recv)),
@@ -315,7 +359,7 @@ fn memory_window_type2_bind_use_and_invalidate() {
             rkey: window,
         }),
         sge(src, 8, lkey),
-        0,
+        SendFlags::empty(),
     );
     assert_eq!(
         f.wait(1),
@@ -337,7 +381,7 @@ fn memory_window_outside_its_range_is_a_remote_access_error() {
         len: 32,
         access: Access::REMOTE_WRITE,
     };
-    f.post(f.b, 1, SendOp::BindMw(bind), vec![], 0);
+    f.post(f.b, 1, SendOp::BindMw(bind), vec![], SendFlags::empty());
     assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::BindMw)]);
     let window = (mw & !0xff) | 0x11;
     f.post(
@@ -348,7 +392,7 @@ fn memory_window_outside_its_range_is_a_remote_access_error() {
             rkey: window,
         }),
         sge(src, 32, lkey),
-        0,
+        SendFlags::empty(),
     );
     assert_eq!(
         f.wait(1),
@@ -362,14 +406,14 @@ fn local_invalidate_stops_a_region() {
     let mut f = fixture(QpType::Rc);
     let (src, lkey) = f.buf(8, 7, ALL);
     let (dst, rkey) = f.buf(8, 0, ALL);
-    f.post(f.b, 1, SendOp::LocalInv(rkey), vec![], 0);
+    f.post(f.b, 1, SendOp::LocalInv(rkey), vec![], SendFlags::empty());
     assert_eq!(f.wait(1), [(1, WcStatus::Success, WcOpcode::LocalInv)]);
     f.post(
         f.a,
         2,
         SendOp::Write(Remote { addr: dst, rkey }),
         sge(src, 8, lkey),
-        0,
+        SendFlags::empty(),
     );
     assert_eq!(
         f.wait(1),
@@ -442,7 +486,7 @@ fn srq_feeds_two_qps_and_fires_its_limit() {
             wr_id: i as u64,
             op: SendOp::Send,
             sgl: vec![],
-            flags: 0,
+            flags: SendFlags::empty(),
             ud: None,
         };
         dev.engine().post_send(s, wr).unwrap();
@@ -492,7 +536,7 @@ fn cq_overflow_is_an_async_error() {
             wr_id: i,
             op,
             sgl: vec![],
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         };
         dev.engine().post_send(a, wr).unwrap();
@@ -513,11 +557,17 @@ fn solicited_events_and_comm_established() {
     f.recv(f.b, 10, sge(dst, 8, dkey));
     f.recv(f.b, 11, sge(dst + 8, 8, dkey));
     f.dev.engine().req_notify_cq(f.cq, true).unwrap();
-    f.post(f.a, 1, SendOp::Send, sge(src, 8, lkey), 0);
+    f.post(f.a, 1, SendOp::Send, sge(src, 8, lkey), SendFlags::empty());
     f.wait(2);
     // Neither the unsolicited receive nor the send completion notified.
     assert_eq!(f.events(), []);
-    f.post(f.a, 2, SendOp::Send, sge(src, 8, lkey), SEND_SOLICITED);
+    f.post(
+        f.a,
+        2,
+        SendOp::Send,
+        sge(src, 8, lkey),
+        SendFlags::SOLICITED,
+    );
     f.wait(2);
     assert_eq!(f.events(), [Event::Completion { cq: f.cq }]);
 
@@ -565,7 +615,7 @@ fn solicited_events_and_comm_established() {
         wr_id: 1,
         op: SendOp::Write(Remote { addr: 0, rkey: 0 }),
         sgl: vec![],
-        flags: SEND_SIGNALED,
+        flags: SendFlags::SIGNALED,
         ud: None,
     };
     dev.engine().post_send(a, wr).unwrap();
@@ -598,7 +648,7 @@ fn sqd_stops_new_work_and_reports_drained() {
         1,
         SendOp::Write(Remote { addr: dst, rkey }),
         sge(src, 8, lkey),
-        0,
+        SendFlags::empty(),
     );
     while f.dev.progress() {}
     let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 1];
@@ -629,7 +679,7 @@ fn inline_data_is_taken_at_post_time() {
         1,
         SendOp::Write(Remote { addr: dst, rkey }),
         sge(src, 8, lkey),
-        SEND_INLINE,
+        SendFlags::INLINE,
     );
     // Changing the buffer after the post has no effect on what is sent.
     f.dev.write(src, &[9; 8]);
@@ -670,7 +720,7 @@ fn ipv6_gids_carry_rc_and_ud_with_the_ipv6_header_as_grh() {
             wr_id: 2,
             op: SendOp::Send,
             sgl: sge(src, 16, lkey),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud,
         };
         f.dev.engine().post_send(a, wr).unwrap();
@@ -725,7 +775,7 @@ fn faulty_loopback_loses_and_reorders_but_rc_recovers() {
         wr_id: 1,
         op: SendOp::Write(Remote { addr: dst, rkey }),
         sgl: sge(src, len, lkey),
-        flags: SEND_SIGNALED,
+        flags: SendFlags::SIGNALED,
         ud: None,
     };
     dev.engine().post_send(a, wr).unwrap();
@@ -773,7 +823,7 @@ fn a_new_gid_table_moves_the_source_address_of_connected_qps() {
         1,
         SendOp::Write(Remote { addr: dst, rkey }),
         sge(src, 8, lkey),
-        0,
+        SendFlags::empty(),
     );
     let mut frame = vec![0; softrnic_emu_core::MAX_FRAME];
     let now = softrnic_emu_core::Instant::from_nanos(0);

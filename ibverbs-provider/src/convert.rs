@@ -4,7 +4,7 @@
 use std::ffi::c_int;
 
 use softrnic_emu_core::{
-    MwBind, QpType, RecvWr, Remote, SendOp, SendWr, Sge, UdDest, WC_WITH_INV, Wc,
+    MwBind, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest, Wc, WcFlags,
 };
 
 pub use softrnic_verbs_abi::convert::*;
@@ -98,7 +98,7 @@ pub unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, c_int
         wr_id: wr.wr_id,
         op,
         sgl: sgl(wr.sg_list, wr.num_sge)?,
-        flags: wr.send_flags,
+        flags: SendFlags::from_bits_retain(wr.send_flags),
         ud,
     })
 }
@@ -122,27 +122,27 @@ pub fn wc(w: &Wc) -> ibv_wc {
     c.status = w.status as u32;
     c.opcode = w.opcode as u32;
     c.byte_len = w.byte_len;
-    if w.wc_flags & WC_WITH_INV != 0 {
+    if w.wc_flags.contains(WcFlags::WITH_INV) {
         c.imm.invalidated_rkey = w.imm_data;
     } else {
         c.imm.imm_data = w.imm_data.to_be();
     }
     c.qp_num = w.qp_num;
     c.src_qp = w.src_qp;
-    c.wc_flags = w.wc_flags;
+    c.wc_flags = w.wc_flags.bits();
     c
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use softrnic_emu_core::{WC_WITH_IMM, WcOpcode, WcStatus};
+    use softrnic_emu_core::{WcFlags, WcOpcode, WcStatus};
 
     #[test]
     fn immediate_data_keeps_its_bytes() {
         let mut w = Wc::new(7, WcStatus::Success, WcOpcode::Recv, 3);
         w.imm_data = 0x1122_3344;
-        w.wc_flags = WC_WITH_IMM;
+        w.wc_flags = WcFlags::WITH_IMM;
         let c = wc(&w);
         // SAFETY: the member written for WITH_IMM.
         let imm = unsafe { c.imm.imm_data };

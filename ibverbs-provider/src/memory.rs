@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use softrnic_emu_core::{AddressHandle, MwBind, MwType, SendOp, SendWr};
+use softrnic_emu_core::{AddressHandle, MwBind, MwType, SendFlags, SendOp, SendWr};
 
 use crate::abi::*;
 use crate::context::Context;
@@ -140,7 +140,7 @@ pub unsafe extern "C" fn bind_mw(
             access,
         }),
         sgl: Vec::new(),
-        flags: b.send_flags,
+        flags: SendFlags::from_bits_retain(b.send_flags),
         ud: None,
     };
     let q = &*qp.cast::<Qp>();

@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use softrnic_emu_core::{MwBind, Remote, SEND_INLINE, SendOp, SendWr, Sge, UdDest};
+use softrnic_emu_core::{MwBind, Remote, SendFlags, SendOp, SendWr, Sge, UdDest};
 
 use crate::abi::*;
 use crate::convert;
@@ -57,7 +57,7 @@ unsafe fn op(p: *mut ibv_qp_ex, op: SendOp) {
         wr_id: q.ex.wr_id,
         op,
         sgl: Vec::new(),
-        flags: q.ex.wr_flags,
+        flags: SendFlags::from_bits_retain(q.ex.wr_flags),
         ud: None,
     };
     q.batch.wrs.push(wr);
@@ -213,7 +213,7 @@ unsafe fn set_inline(p: *mut ibv_qp_ex, bufs: &[(*const u8, usize)]) {
                 data.extend_from_slice(std::slice::from_raw_parts(addr, len));
             }
         }
-        wr.flags |= SEND_INLINE;
+        wr.flags |= SendFlags::INLINE;
         wr.sgl = vec![Sge {
             addr: data.as_ptr() as u64,
             length: data.len() as u32,

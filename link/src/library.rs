@@ -9,7 +9,7 @@
 //! ```
 //! use softrnic_link::library::Device;
 //! use softrnic_link::local::Loopback;
-//! use softrnic_emu_core::{Access, QpType, SendOp, SendWr, Sge, SEND_SIGNALED, WcStatus};
+//! use softrnic_emu_core::{Access, QpType, SendOp, SendWr, Sge, SendFlags, WcStatus};
 //!
 //! let mut dev = Device::new(Loopback::default(), Device::<Loopback>::config(1, [198, 18, 0, 1]));
 //! let pd = dev.engine().alloc_pd(0).unwrap();
@@ -27,7 +27,7 @@
 //! let rkey = dev.engine().reg_mr(pd, dst, 5, access).unwrap();
 //! let sgl = vec![Sge { addr: src, length: 5, lkey }];
 //! let op = SendOp::Write(softrnic_emu_core::Remote { addr: dst, rkey });
-//! dev.engine().post_send(a, SendWr { wr_id: 1, op, sgl, flags: SEND_SIGNALED, ud: None }).unwrap();
+//! dev.engine().post_send(a, SendWr { wr_id: 1, op, sgl, flags: SendFlags::SIGNALED, ud: None }).unwrap();
 //! let wc = dev.wait(cq, 1, std::time::Duration::from_secs(5));
 //! assert_eq!(wc[0].status, WcStatus::Success);
 //! assert_eq!(dev.read(dst, 5), b"hello");

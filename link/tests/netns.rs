@@ -8,8 +8,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use softrnic_emu_core::{
-    Access, AddressHandle, QpType, RecvWr, Remote, SEND_FENCE, SEND_SIGNALED, SendOp, SendWr, Sge,
-    UdDest, WC_GRH, Wc, WcOpcode, WcStatus,
+    Access, AddressHandle, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest, Wc,
+    WcFlags, WcOpcode, WcStatus,
 };
 use softrnic_link::Backend as _;
 use softrnic_link::Link;
@@ -189,7 +189,7 @@ fn traffic(
             };
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
             assert_eq!(w.byte_len as usize, len + at, "{w:?}");
-            assert_eq!(at > 0, w.wc_flags & WC_GRH != 0, "{w:?}");
+            assert_eq!(at > 0, w.wc_flags.contains(WcFlags::GRH), "{w:?}");
             let data = dev.read(rbuf + 65536 * w.wr_id + at as u64, len);
             assert_eq!(data, pattern(1, LEN)[..len], "message {}", w.wr_id);
         }
@@ -233,7 +233,7 @@ fn traffic(
                 wr_id: id,
                 op,
                 sgl,
-                flags: SEND_SIGNALED,
+                flags: SendFlags::SIGNALED,
                 ud,
             };
             dev.engine().post_send(qp, wr).unwrap();
@@ -272,7 +272,7 @@ fn traffic(
                         wr_id: 4,
                         op: add,
                         sgl: sge(res, 8, kr),
-                        flags: SEND_SIGNALED | SEND_FENCE,
+                        flags: SendFlags::SIGNALED | SendFlags::FENCE,
                         ud: None,
                     };
                     dev.engine().post_send(qp, wr).unwrap();

@@ -9,8 +9,8 @@
 //! `SOFTRNIC_SEED=<seed> cargo test -p softrnic-tests --test simulation`.
 
 use softrnic_emu_core::{
-    Access, AddressHandle, Mtu, QpCap, QpInit, QpType, RecvWr, Remote, SEND_INLINE, SEND_SIGNALED,
-    SEND_SOLICITED, SendOp, SendWr, Sge, UdDest, WC_GRH, WC_WITH_IMM, Wc, WcOpcode, WcStatus,
+    Access, AddressHandle, Mtu, QpCap, QpInit, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr,
+    Sge, UdDest, Wc, WcFlags, WcOpcode, WcStatus,
 };
 
 use crate::Rng;
@@ -477,12 +477,12 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
                 lkey: lkey_a,
             }]
         };
-        let mut flags = SEND_SIGNALED;
+        let mut flags = SendFlags::SIGNALED;
         if op.len <= 64 && matches!(op.kind, Kind::Send | Kind::Write) && rng.flip() {
-            flags |= SEND_INLINE;
+            flags |= SendFlags::INLINE;
         }
         if rng.below(4) == 0 {
-            flags |= SEND_SOLICITED;
+            flags |= SendFlags::SOLICITED;
         }
         let ud = (qp_type == QpType::Ud).then(|| UdDest {
             ah: AddressHandle::to(sim.hosts[b].gid, 0).via(sim.hosts[b].mac),
@@ -629,7 +629,7 @@ fn check_receiver(sim: &Sim, f: &Flow, sender_ok: usize, ordered: bool) -> Resul
         // Which message landed here.
         let i = match f.qp_type {
             QpType::Rc => consuming[k],
-            _ if w.wc_flags & WC_WITH_IMM != 0 => w.imm_data as usize,
+            _ if w.wc_flags.contains(WcFlags::WITH_IMM) => w.imm_data as usize,
             QpType::Ud => {
                 let id = bytes(sim, f.b, addr + 40, 8);
                 (u64::from_le_bytes(id.try_into().expect("8")) & 0xffff_ffff) as usize
@@ -651,7 +651,7 @@ fn check_receiver(sim: &Sim, f: &Flow, sender_ok: usize, ordered: bool) -> Resul
         last = Some(i);
         let op = &f.ops[i];
         let imm = matches!(op.kind, Kind::SendImm | Kind::WriteImm);
-        if imm != (w.wc_flags & WC_WITH_IMM != 0) || (imm && w.imm_data != i as u32) {
+        if imm != (w.wc_flags.contains(WcFlags::WITH_IMM)) || (imm && w.imm_data != i as u32) {
             return Err(format!("receive {k}: immediate data {w:?} for message {i}"));
         }
         match (f.qp_type, op.kind) {
@@ -672,7 +672,7 @@ fn check_receiver(sim: &Sim, f: &Flow, sender_ok: usize, ordered: bool) -> Resul
                 };
                 if w.byte_len as usize != 40 + op.len
                     || w.src_qp != f.qpa
-                    || w.wc_flags & WC_GRH == 0
+                    || !w.wc_flags.contains(WcFlags::GRH)
                     || got[..20] != [0; 20]
                     || got[20] != 0x45
                     || src_ip != want_ip

@@ -10,8 +10,8 @@ use softrnic_client::client::Client;
 use softrnic_client::proto::UpRequest;
 use softrnic_daemon::Running;
 use softrnic_emu_core::{
-    Access, AddressHandle, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SEND_SIGNALED,
-    SendOp, SendWr, Sge, WcStatus, bring_up,
+    Access, AddressHandle, Mtu, QpAttr, QpCap, QpInit, QpType, RecvWr, Remote, SendFlags, SendOp,
+    SendWr, Sge, WcStatus, bring_up,
 };
 use softrnic_tests::{PAYLOAD_GUESSERS, scratch};
 use softrnic_wire::{EthernetAddress, frame};
@@ -125,21 +125,21 @@ fn a_capture_of_same_host_traffic_is_valid_rocev2() {
             wr_id: 1,
             op: SendOp::Write(remote),
             sgl: sge(5000),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         },
         SendWr {
             wr_id: 2,
             op: SendOp::Read(remote),
             sgl: sge(5000),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         },
         SendWr {
             wr_id: 3,
             op: SendOp::Send,
             sgl: sge(64),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         },
     ];

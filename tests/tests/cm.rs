@@ -5,8 +5,7 @@
 
 use softrnic_emu_core::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, Peer};
 use softrnic_emu_core::{
-    Instant, QpCap, QpInit, QpType, RecvWr, SEND_SIGNALED, SendOp, SendWr, Sge, Wc, WcOpcode,
-    WcStatus,
+    Instant, QpCap, QpInit, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge, Wc, WcOpcode, WcStatus,
 };
 use softrnic_tests::sim::{Fate, LinkSpec, Settings, Sim};
 use softrnic_wire::cm::{ip_service_id, port_space, rej_reason};
@@ -173,7 +172,7 @@ impl Hosts {
             wr_id: 1,
             op: SendOp::Send,
             sgl: Vec::new(),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         };
         self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();

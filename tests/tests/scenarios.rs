@@ -3,8 +3,8 @@
 //! responder (first PSN 0x500 for its own requests).
 
 use softrnic_emu_core::{
-    Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SEND_SIGNALED, SendOp,
-    SendWr, Sge, WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus,
+    Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr,
+    Sge, Wc, WcFlags, WcOpcode, WcStatus,
 };
 use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
 use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, RethRepr, Syndrome, bth::BthRepr};
@@ -66,7 +66,7 @@ impl Pair {
             wr_id,
             op,
             sgl,
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: None,
         };
         self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();
@@ -292,10 +292,10 @@ fn every_opcode_succeeds() {
     assert_eq!(
         rx,
         [
-            (100, S, O::Recv, 4, 0, 0),
-            (101, S, O::Recv, 4, WC_WITH_IMM, 0x1234),
-            (102, S, O::RecvRdmaWithImm, 8, WC_WITH_IMM, 0x99),
-            (103, S, O::Recv, 4, WC_WITH_INV, victim),
+            (100, S, O::Recv, 4, WcFlags::empty(), 0),
+            (101, S, O::Recv, 4, WcFlags::WITH_IMM, 0x1234),
+            (102, S, O::RecvRdmaWithImm, 8, WcFlags::WITH_IMM, 0x99),
+            (103, S, O::Recv, 4, WcFlags::WITH_INV, victim),
         ]
     );
     assert_eq!(p.bytes(1, win, 16), vec![0x11; 16]);
@@ -821,7 +821,7 @@ fn a_fenced_request_waits_for_the_read_before_it() {
         wr_id: 2,
         op: SendOp::Write(Remote { addr: src, rkey }),
         sgl: sge(dst, 8, lkey),
-        flags: SEND_SIGNALED | softrnic_emu_core::SEND_FENCE,
+        flags: SendFlags::SIGNALED | softrnic_emu_core::SendFlags::FENCE,
         ud: None,
     };
     p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
@@ -900,7 +900,7 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
             wr_id: id,
             op: SendOp::Send,
             sgl: sge(src, 16, lkey),
-            flags: SEND_SIGNALED,
+            flags: SendFlags::SIGNALED,
             ud: Some(d),
         };
         p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
@@ -1216,7 +1216,7 @@ fn mcast_send(sim: &mut Sim, h: usize, qpn: u32, group: softrnic_emu_core::Gid, 
         wr_id: 99,
         op: SendOp::Send,
         sgl: sge(buf.0, 16, buf.1),
-        flags: SEND_SIGNALED,
+        flags: SendFlags::SIGNALED,
         ud: Some(softrnic_emu_core::UdDest {
             ah: softrnic_emu_core::AddressHandle::to(group, 0)
                 .via(softrnic_wire::EthernetAddress(mac)),

@@ -7,7 +7,7 @@ use super::checks::{self, Request};
 use super::{
     INVALID, InProgress, OPERATIONAL, Refuse, Resource, ResourceKind, Response, ack_syndrome,
 };
-use crate::cq::{WC_WITH_IMM, WC_WITH_INV, Wc, WcOpcode, WcStatus};
+use crate::cq::{Wc, WcFlags, WcOpcode, WcStatus};
 use crate::dma;
 use crate::keys::Target;
 use crate::memory::Memory;
@@ -77,11 +77,11 @@ fn send<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, r: &Request) -> Result<(), R
     wc.solicited = r.solicited;
     if let Some(imm) = r.ext.immdt {
         wc.imm_data = imm;
-        wc.wc_flags |= WC_WITH_IMM;
+        wc.wc_flags |= WcFlags::WITH_IMM;
     }
     if let Some(rkey) = r.ext.ieth {
         wc.imm_data = rkey;
-        wc.wc_flags |= WC_WITH_INV;
+        wc.wc_flags |= WcFlags::WITH_INV;
     }
     sh.complete(qp.recv_cq, wc);
     qp.resp.cur = None;
@@ -134,7 +134,7 @@ fn write<M: Memory>(
         );
         wc.byte_len = len;
         wc.imm_data = imm;
-        wc.wc_flags = WC_WITH_IMM;
+        wc.wc_flags = WcFlags::WITH_IMM;
         wc.solicited = r.solicited;
         sh.complete(qp.recv_cq, wc);
     }

@@ -2,7 +2,7 @@
 
 use softrnic_wire::ParsedFrame;
 
-use crate::cq::{WC_GRH, WC_WITH_IMM, Wc, WcOpcode, WcStatus};
+use crate::cq::{Wc, WcFlags, WcOpcode, WcStatus};
 use crate::dma;
 use crate::memory::Memory;
 use crate::qp::{Qp, Shared};
@@ -44,11 +44,11 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
     let mut wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
     wc.byte_len = 40 + payload.len() as u32;
     wc.src_qp = deth.src_qp;
-    wc.wc_flags = WC_GRH;
+    wc.wc_flags = WcFlags::GRH;
     wc.solicited = pkt.repr.bth.solicited;
     if let Some(imm) = pkt.repr.ext.immdt {
         wc.imm_data = imm;
-        wc.wc_flags |= WC_WITH_IMM;
+        wc.wc_flags |= WcFlags::WITH_IMM;
     }
     sh.complete(qp.recv_cq, wc);
     if status != WcStatus::Success {
