@@ -11,47 +11,10 @@ use crate::cq::WcStatus;
 use crate::dma;
 use crate::memory::Memory;
 use crate::psn;
-use crate::qp::{Qp, SendWqe, Shared};
+use crate::qp::{Directive, Qp, SendWqe, Shared};
 use crate::time::Instant;
 use crate::timers::{Timer, Timers};
 use crate::wr::SendOp;
-
-/// The completer's state.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Completer {
-    /// The oldest PSN not yet acknowledged: the next response expected.
-    pub psn: u32,
-    /// Transport retries left (IBA 9.7.6.1.3: 7 is seven retries, not infinite).
-    pub retry_left: u8,
-    /// RNR retries left (7 is infinite, IBA 9.7.5.2.8).
-    pub rnr_left: u8,
-    /// The PSN a NAK-triggered resend started from: further NAKs for it are the same loss.
-    pub retrying_from: Option<u32>,
-    /// What the requester is to do, gathered while a response or timeout is handled.
-    directive: Directive,
-}
-
-/// What the completer asks of the requester after a response or a timeout.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Directive {
-    /// Send again from this PSN: go back after a NAK or a timeout (IBA 9.7.4.1.4), or go on
-    /// past what an ACK that overtook a resend acknowledged.
-    pub resend_from: Option<u32>,
-    /// Send nothing before this instant: an RNR NAK's timer (IBA 9.7.5.2.8).
-    pub wait_until: Option<Instant>,
-}
-
-impl Completer {
-    /// A completer expecting `psn` first.
-    pub fn new(psn: u32, retry_cnt: u8, rnr_retry: u8) -> Completer {
-        Completer {
-            psn,
-            retry_left: retry_cnt,
-            rnr_left: rnr_retry,
-            ..Completer::default()
-        }
-    }
-}
 
 /// Why the requester goes back.
 enum Retry {

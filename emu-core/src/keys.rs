@@ -6,7 +6,6 @@
 
 use crate::memory::Space;
 use crate::rng::Rng;
-use crate::wr::MwBind;
 
 bitflags::bitflags! {
     /// Access flags, numbered as `enum ibv_access_flags`.
@@ -34,6 +33,24 @@ impl Access {
     const fn needs_local_write(self) -> bool {
         self.intersects(Access::REMOTE_WRITE.union(Access::REMOTE_ATOMIC))
     }
+}
+
+/// A memory window bind, carried by a BIND_MW work request (type 2) or `ibv_bind_mw` (type 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct MwBind {
+    /// The window's current rkey.
+    pub mw_rkey: u32,
+    /// The key byte for the bound window (type 2).
+    pub new_key: u8,
+    /// The region's lkey.
+    pub mr_lkey: u32,
+    /// Start address.
+    pub addr: u64,
+    /// Length.
+    pub len: u64,
+    /// Remote access granted.
+    pub access: Access,
 }
 
 /// Why a key check failed. The caller maps it to the completion status or NAK its role uses.

@@ -13,6 +13,7 @@
 //!   `softrnic-link` crate's: this crate never reads a clock or touches a socket.
 //! - [`cm`] is the Communication Manager: connection setup and teardown over QP1, sans-IO too.
 
+mod ah;
 mod attr;
 pub mod cm;
 pub mod completer;
@@ -41,6 +42,7 @@ mod time;
 mod timers;
 mod wr;
 
+pub use ah::AddressHandle;
 pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};
 pub use counters::Counters;
 pub use cq::{Wc, WcFlags, WcOpcode, WcStatus};
@@ -48,12 +50,9 @@ pub use engine::{Config, Engine, MAX_FRAME, QpInit};
 pub use error::{Result, VerbsError};
 pub use event::Event;
 pub use gid::Gid;
-pub use keys::{Access, MwType, key_index};
+pub use keys::{Access, MwBind, MwType, key_index};
 pub use memory::{Fault, HeapMemory, Memory, Space};
-pub use qp::QpCap;
 pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};
 pub use rng::Rng;
 pub use time::{Instant, ack_timeout};
-pub use wr::{
-    AddressHandle, MwBind, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest, WorkQueue,
-};
+pub use wr::{QpCap, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge, UdDest, WorkQueue};

@@ -3,9 +3,9 @@
 
 use softrnic_wire::Transport;
 
+use crate::ah::AddressHandle;
 use crate::attr::Mtu;
 use crate::keys::Access;
-use crate::wr::AddressHandle;
 use crate::{Result, VerbsError};
 
 /// A QP's transport service, numbered as `enum ibv_qp_type`.

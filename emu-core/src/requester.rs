@@ -8,12 +8,11 @@ use softrnic_wire::{
     AtomicEthRepr, DethRepr, ExtRepr, FrameRepr, Opcode, Position, RethRepr, With, bth::BthRepr,
 };
 
-use crate::completer::Directive;
 use crate::cq::WcStatus;
 use crate::dma;
 use crate::memory::Memory;
 use crate::psn;
-use crate::qp::{Qp, SendWqe, Shared};
+use crate::qp::{Directive, Qp, Shared};
 use crate::qp_attr::QpState;
 use crate::qp_attr::QpType;
 use crate::time::Instant;
@@ -26,62 +25,6 @@ pub const MAX_UNACKED_PSNS: i32 = 128;
 /// Ask for an ACK at least every this many packets within a long message (rxe's
 /// RXE_MAX_PKT_PER_ACK), so the completer can retire WQEs and keep the window open.
 pub const MAX_PKTS_PER_ACK: u32 = 64;
-
-/// The requester's progress through the send queue.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Requester {
-    /// Index in the send queue of the WQE being sent.
-    pub next: usize,
-    /// Bytes of that WQE already sent.
-    pub offset: u32,
-    /// The next PSN to send.
-    pub psn: u32,
-    /// One past the highest PSN ever sent: responses beyond it are ghosts.
-    pub max_sent: u32,
-    /// Packets sent since the last AckReq.
-    pub noack: u32,
-}
-
-impl Requester {
-    /// A requester that starts at `psn`.
-    pub fn new(psn: u32) -> Requester {
-        Requester {
-            psn,
-            max_sent: psn,
-            ..Requester::default()
-        }
-    }
-
-    /// The completer popped the WQE at the front.
-    pub fn retired(&mut self) {
-        if self.next > 0 {
-            self.next -= 1;
-        } else {
-            self.offset = 0;
-        }
-    }
-
-    /// Forgets progress (the QP is in error).
-    pub fn reset_progress(&mut self) {
-        self.next = 0;
-        self.offset = 0;
-    }
-
-    /// Go-back-N: send again from `psn`, which lies in the WQE at the front (IBA 9.7.4.1.4).
-    /// A partly answered READ is re-requested for the bytes still missing (9.7.4.1.5).
-    pub fn rewind(&mut self, front: Option<&SendWqe>, psn: u32, mtu: u32) {
-        self.next = 0;
-        self.noack = 0;
-        self.psn = psn;
-        self.offset = match front {
-            Some(w) if w.wr.op.sends_data() => {
-                (psn::diff(psn, w.first_psn).max(0) as u32).saturating_mul(mtu)
-            }
-            Some(w) if matches!(w.wr.op, SendOp::Read(_)) => w.read_done,
-            _ => 0,
-        };
-    }
-}
 
 /// Does what the completer asks after a response or a timeout: go back (or on) to a PSN,
 /// wait out an RNR NAK.

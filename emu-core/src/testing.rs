@@ -6,16 +6,16 @@ use softrnic_wire::{
     UdpRepr, bth::BthRepr, frame,
 };
 
+use crate::ah::AddressHandle;
 use crate::attr::{DeviceAttr, Mtu};
 use crate::cq::{Wc, WcOpcode, WcStatus};
 use crate::engine::{Config, Engine, MAX_FRAME, QpInit};
 use crate::gid::Gid;
 use crate::keys::Access;
 use crate::memory::HeapMemory;
-use crate::qp::QpCap;
 use crate::qp_attr::{QpAttr, QpType};
 use crate::time::Instant;
-use crate::wr::{AddressHandle, RecvWr, SendOp, SendWr, Sge};
+use crate::wr::{QpCap, RecvWr, SendOp, SendWr, Sge};
 
 const LOCAL: [u8; 4] = [198, 18, 0, 1];
 const PEER: [u8; 4] = [198, 18, 0, 2];

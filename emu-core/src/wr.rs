@@ -1,11 +1,9 @@
 //! Work requests, as `ibv_send_wr` and `ibv_recv_wr` carry them.
 
+use crate::ah::AddressHandle;
 use crate::error::{Result, VerbsError};
-use crate::gid::Gid;
-use crate::keys::Access;
-use crate::qp::QpCap;
+use crate::keys::MwBind;
 use crate::qp_attr::QpType;
-use smoltcp::wire::EthernetAddress;
 use softrnic_wire::{Operation, With};
 
 /// A scatter/gather element.
@@ -20,59 +18,32 @@ pub struct Sge {
     pub lkey: u32,
 }
 
-/// Where packets go: the fields of an address handle, plus the next hop's MAC, which the
-/// device resolves (ARP/ND) before it hands the AH to the engine.
+/// Queue sizes, as `ibv_qp_cap`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct AddressHandle {
-    /// Destination GID.
-    pub dgid: Gid,
-    /// Index of the source GID in the GID table.
-    pub sgid_index: u8,
-    /// Hop limit / TTL.
-    pub hop_limit: u8,
-    /// Traffic class: DSCP in the high six bits, ECN in the low two.
-    pub traffic_class: u8,
-    /// IPv6 flow label.
-    pub flow_label: u32,
-    /// The next hop's MAC.
-    #[cfg_attr(feature = "serde", serde(with = "mac"))]
-    pub dmac: EthernetAddress,
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR.
+    pub max_inline_data: u32,
 }
 
-/// EthernetAddress as its six bytes.
-#[cfg(feature = "serde")]
-mod mac {
-    use smoltcp::wire::EthernetAddress;
-
-    pub fn serialize<S: serde::Serializer>(m: &EthernetAddress, s: S) -> Result<S::Ok, S::Error> {
-        serde::Serialize::serialize(&m.0, s)
-    }
-
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
-        d: D,
-    ) -> Result<EthernetAddress, D::Error> {
-        <[u8; 6] as serde::Deserialize>::deserialize(d).map(EthernetAddress)
-    }
-}
-
-impl AddressHandle {
-    /// A handle to `dgid` from source GID `sgid_index`, hop limit 64, traffic class 0, and a MAC
-    /// still to resolve (the device fills it in).
-    pub fn to(dgid: Gid, sgid_index: u8) -> AddressHandle {
-        AddressHandle {
-            dgid,
-            sgid_index,
-            hop_limit: 64,
-            traffic_class: 0,
-            flow_label: 0,
-            dmac: EthernetAddress([0; 6]),
+impl QpCap {
+    /// `wr` WRs each way, `sge` SGEs per WR, `inline` inline bytes.
+    pub const fn new(wr: u32, sge: u32, inline: u32) -> QpCap {
+        QpCap {
+            max_send_wr: wr,
+            max_recv_wr: wr,
+            max_send_sge: sge,
+            max_recv_sge: sge,
+            max_inline_data: inline,
         }
-    }
-
-    /// The same handle, sent to `mac`.
-    pub fn via(self, mac: EthernetAddress) -> AddressHandle {
-        AddressHandle { dmac: mac, ..self }
     }
 }
 
@@ -84,24 +55,6 @@ pub struct Remote {
     pub addr: u64,
     /// Remote key.
     pub rkey: u32,
-}
-
-/// A memory window bind, carried by a BIND_MW work request (type 2) or `ibv_bind_mw` (type 1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct MwBind {
-    /// The window's current rkey.
-    pub mw_rkey: u32,
-    /// The key byte for the bound window (type 2).
-    pub new_key: u8,
-    /// The region's lkey.
-    pub mr_lkey: u32,
-    /// Start address.
-    pub addr: u64,
-    /// Length.
-    pub len: u64,
-    /// Remote access granted.
-    pub access: Access,
 }
 
 /// What a send work request does.

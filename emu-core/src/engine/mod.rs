@@ -12,6 +12,7 @@ use softrnic_wire::{
     Transport, frame,
 };
 
+use crate::ah::AddressHandle;
 use crate::attr::{DeviceAttr, PortAttr};
 use crate::cm::{Cm, Peer};
 use crate::completer;
@@ -22,7 +23,7 @@ use crate::keys::KeyTable;
 use crate::memory::{Memory, Space};
 use crate::multicast::Groups;
 use crate::psn;
-use crate::qp::{Qp, QpCap, Shared};
+use crate::qp::{Qp, Shared};
 use crate::qp_attr::{QpState, QpType};
 use crate::requester;
 use crate::responder;
@@ -30,7 +31,7 @@ use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::Instant;
 use crate::timers::{Timer, Timers};
-use crate::wr::AddressHandle;
+use crate::wr::QpCap;
 
 /// The largest frame the engine writes: a 4096-byte payload with every header (Ethernet with a
 /// VLAN tag, IPv6, UDP, BTH, the largest extension headers) and the ICRC.

@@ -6,16 +6,13 @@ use std::collections::VecDeque;
 use softrnic_wire::MULTICAST_QPN;
 
 use super::{Engine, Pd, QpInit};
-use crate::completer::Completer;
 use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
 use crate::gid::Gid;
 use crate::keys::{Access, MwType};
 use crate::memory::{Memory, Space};
-use crate::qp::{Qp, QpCap, SendWqe, Srq};
+use crate::qp::{Completer, Qp, Requester, Responder, SendWqe, Srq};
 use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
-use crate::requester::Requester;
-use crate::responder::Responder;
-use crate::wr::{RecvWr, SendWr, WorkQueue};
+use crate::wr::{QpCap, RecvWr, SendWr, WorkQueue};
 use crate::{Result, VerbsError};
 
 impl<M: Memory> Engine<M> {

@@ -4,9 +4,9 @@
 
 use softrnic_wire::{ExtRepr, Operation, ParsedFrame, Position};
 
-use super::{ACCESS, INVALID, InProgress, Refuse};
+use super::{ACCESS, INVALID, Refuse};
 use crate::keys::{Access, Target};
-use crate::qp::{Qp, Shared};
+use crate::qp::{InProgress, Qp, Shared};
 
 /// Everything the steps read of a request.
 pub(super) struct Request<'a> {

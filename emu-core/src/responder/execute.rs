@@ -4,15 +4,13 @@
 use softrnic_wire::{Operation, ParsedFrame};
 
 use super::checks::{self, Request};
-use super::{
-    INVALID, InProgress, OPERATIONAL, Refuse, Resource, ResourceKind, Response, ack_syndrome,
-};
+use super::{INVALID, OPERATIONAL, Refuse, ack_syndrome};
 use crate::cq::{Wc, WcFlags, WcOpcode, WcStatus};
 use crate::dma;
 use crate::keys::Target;
 use crate::memory::Memory;
 use crate::psn;
-use crate::qp::{Qp, Shared};
+use crate::qp::{InProgress, Qp, Resource, ResourceKind, Response, Shared};
 use crate::qp_attr::QpType;
 
 /// Checks and executes a request whose PSN is the expected one.

@@ -5,11 +5,11 @@ use softrnic_wire::{NakCode, Operation, ParsedFrame, RnrTimer, Syndrome};
 
 use super::checks::read_key;
 use super::execute::execute;
-use super::{MAX_QUEUED_EXTRA, Refuse, Resource, ResourceKind, Response, ack_syndrome};
+use super::{MAX_QUEUED_EXTRA, Refuse, ack_syndrome};
 use crate::cq::{Wc, WcOpcode};
 use crate::memory::Memory;
 use crate::psn;
-use crate::qp::{Qp, Shared};
+use crate::qp::{Qp, Resource, ResourceKind, Response, Shared};
 
 pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
     let p = pkt.repr.bth.psn;

@@ -3,12 +3,12 @@
 
 use softrnic_wire::ParsedFrame;
 
+use super::Refuse;
 use super::checks::in_sequence;
 use super::execute::execute;
-use super::{InProgress, Refuse};
 use crate::memory::Memory;
 use crate::psn;
-use crate::qp::{Qp, Shared};
+use crate::qp::{InProgress, Qp, Shared};
 
 /// UC (IBA 9.8.3): no ACKs. A PSN gap or a broken opcode sequence drops the message in
 /// progress, and the receiver waits for the next FIRST or ONLY packet.

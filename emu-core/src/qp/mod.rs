@@ -5,6 +5,7 @@ use std::collections::VecDeque;
 use smoltcp::wire::EthernetAddress;
 use softrnic_wire::{EthRepr, IpRepr, UdpChecksum, UdpRepr};
 
+use crate::ah::AddressHandle;
 use crate::attr::Mtu;
 use crate::counters::Counters;
 use crate::cq::{Cq, Pushed, Wc, WcOpcode, WcStatus};
@@ -12,13 +13,19 @@ use crate::event::Event;
 use crate::gid::Gid;
 use crate::keys::KeyTable;
 use crate::memory::Space;
+use crate::psn;
 use crate::qp_attr::{QpAttr, QpState, QpType};
 use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::{Instant, ack_timeout};
 use crate::timers::{Timer, Timers};
-use crate::wr::{AddressHandle, RecvWr, SendFlags, SendOp, SendWr};
-use crate::{completer::Completer, psn, requester::Requester, responder::Responder};
+use crate::wr::{QpCap, RecvWr, SendFlags, SendOp, SendWr};
+
+mod receive;
+mod send;
+
+pub(crate) use receive::{InProgress, Resource, ResourceKind, Responder, Response};
+pub(crate) use send::{Completer, Directive, Requester};
 
 /// Everything a QP's roles reach besides the QP itself.
 pub(crate) struct Shared<M> {
@@ -119,35 +126,6 @@ impl Srq {
             events.push_back(Event::SrqLimitReached { srq });
         }
         Some(wr)
-    }
-}
-
-/// Queue sizes, as `ibv_qp_cap`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct QpCap {
-    /// Send queue depth.
-    pub max_send_wr: u32,
-    /// Receive queue depth.
-    pub max_recv_wr: u32,
-    /// SGEs per send WR.
-    pub max_send_sge: u32,
-    /// SGEs per receive WR.
-    pub max_recv_sge: u32,
-    /// Inline bytes per send WR.
-    pub max_inline_data: u32,
-}
-
-impl QpCap {
-    /// `wr` WRs each way, `sge` SGEs per WR, `inline` inline bytes.
-    pub const fn new(wr: u32, sge: u32, inline: u32) -> QpCap {
-        QpCap {
-            max_send_wr: wr,
-            max_recv_wr: wr,
-            max_send_sge: sge,
-            max_recv_sge: sge,
-            max_inline_data: inline,
-        }
     }
 }
 
