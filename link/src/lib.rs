@@ -7,13 +7,15 @@
 //!   sync, and [`neigh`]bour resolution through the kernel; [`netns`] for tests on veth pairs.
 //! - [`faults`]: the project's one model of a lossy network (loss, duplication, reordering,
 //!   corruption), as a wrapper around any link and for the simulator.
-//! - [`library`] mode: the engine over a link in the program's own process, with memory the
+//! - [`drive`]: the pass every driver runs (frames in, due timers, frames out), and
+//!   [`library`] mode: the engine over a link in the program's own process, with memory the
 //!   program owns, for tests, benchmarks and tools.
 //!
 //! `unsafe` is confined to [`xdp`] (AF_XDP's rings and BPF); system calls are
 //! [`softrnic_sys`]'s.
 
 pub mod backend;
+pub mod drive;
 pub mod faults;
 mod filter;
 pub mod gid;

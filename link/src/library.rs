@@ -130,36 +130,17 @@ impl<L: Link> Device<L> {
         Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
     }
 
-    /// Moves frames until nothing more happens: receives, timers, transmits. Returns whether
-    /// anything moved.
+    /// Moves frames until nothing more happens ([`drive::pass`](crate::drive::pass) until no
+    /// frame moves). Returns whether anything moved.
     pub fn progress(&mut self) -> bool {
         let now = self.now();
-        let engine = &mut self.engine;
         let mut moved = false;
-        loop {
-            let mut any = false;
-            if engine.poll_timeout().is_some_and(|t| t <= now) {
-                engine.handle_timeout(now);
-            }
-            // A few frames out, then whatever came in: over a loopback, frames are consumed
-            // while they are still in the cache, and a burst still shares one ACK.
-            for _ in 0..BURST {
-                if !self
-                    .link
-                    .transmit(&mut |buf| engine.poll_transmit(now, buf))
-                {
-                    break;
-                }
-                any = true;
-            }
-            while self.link.receive(&mut |f| engine.handle_packet(now, f)) {
-                any = true;
-            }
-            if !any {
-                return moved;
-            }
+        // A few frames out at a time: over a loopback they come back in while still in the
+        // cache, and a burst still shares one ACK.
+        while crate::drive::pass(&mut self.engine, now, &mut self.link, BURST) {
             moved = true;
         }
+        moved
     }
 
     /// Waits up to `timeout` for `count` completions on `cq`, driving the device meanwhile.

@@ -4,7 +4,7 @@
 //! from one seed.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use softrnic_emu_core::{
     Access, AddressHandle, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant, MAX_FRAME, Mtu,
@@ -18,6 +18,7 @@ use softrnic_wire::{
 
 use crate::Rng;
 pub use softrnic_link::faults::{Fate, Faults};
+use softrnic_link::{Link, drive};
 
 /// The link between every pair of hosts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -117,6 +118,7 @@ pub struct Sim {
     seq: u64,
     port_free_at: Vec<u64>,
     buf: Vec<u8>,
+    macs: Vec<EthernetAddress>,
     /// The most frames ever in flight at once.
     pub max_in_flight: usize,
     /// A time the caller wants to act at: [`step`](Self::step) stops there.
@@ -144,8 +146,9 @@ impl Sim {
                     gid,
                 }
             })
-            .collect();
+            .collect::<Vec<Host>>();
         Sim {
+            macs: hosts.iter().map(|h| h.mac).collect(),
             hosts,
             now: 0,
             link,
@@ -165,13 +168,23 @@ impl Sim {
 
     /// Sends every frame every host has ready.
     pub fn pump(&mut self) {
+        self.drive(vec![VecDeque::new(); self.hosts.len()], usize::MAX);
+    }
+
+    /// Runs every host's [`drive::pass`] at the current time, with the frames that arrived for
+    /// it in `arrived`, sending at most `burst` frames a pass.
+    fn drive(&mut self, mut arrived: Vec<VecDeque<Vec<u8>>>, burst: usize) {
         let now = Instant::from_nanos(self.now);
-        for from in 0..self.hosts.len() {
-            while let Some(n) = self.hosts[from].engine.poll_transmit(now, &mut self.buf) {
-                let frame = self.buf[..n].to_vec();
-                self.transmit(from, frame);
-            }
+        let mut hosts = std::mem::take(&mut self.hosts);
+        for (from, host) in hosts.iter_mut().enumerate() {
+            let mut port = Port {
+                sim: self,
+                from,
+                arrived: &mut arrived[from],
+            };
+            while drive::pass(&mut host.engine, now, &mut port, burst) {}
         }
+        self.hosts = hosts;
     }
 
     /// Switches a frame: to the host with its destination MAC, or for a multicast MAC
@@ -179,10 +192,10 @@ impl Sim {
     fn transmit(&mut self, from: usize, frame: Vec<u8>) {
         let dst_mac = EthernetAddress::from_bytes(&frame[..6]);
         if dst_mac.is_multicast() {
-            for to in (0..self.hosts.len()).filter(|&to| to != from) {
+            for to in (0..self.macs.len()).filter(|&to| to != from) {
                 self.transmit_to(from, to, frame.clone());
             }
-        } else if let Some(to) = self.hosts.iter().position(|h| h.mac == dst_mac) {
+        } else if let Some(to) = self.macs.iter().position(|&m| m == dst_mac) {
             self.transmit_to(from, to, frame);
         }
     }
@@ -293,20 +306,18 @@ impl Sim {
             return false;
         };
         self.now = self.now.max(t);
-        let now = Instant::from_nanos(self.now);
+        let mut arrived = vec![VecDeque::new(); self.hosts.len()];
         while self
             .in_flight
             .peek()
             .is_some_and(|Reverse((t, ..))| *t <= self.now)
         {
             let Reverse((_, _, to, frame)) = self.in_flight.pop().expect("peeked");
-            self.hosts[to].engine.handle_packet(now, &frame);
+            arrived[to].push_back(frame);
         }
-        for h in &mut self.hosts {
-            if h.engine.poll_timeout().is_some_and(|t| t <= now) {
-                h.engine.handle_timeout(now);
-            }
-        }
+        // What the hosts send in answer waits for the next step's pump, so that a scenario
+        // can act in between.
+        self.drive(arrived, 0);
         true
     }
 
@@ -388,6 +399,33 @@ impl Sim {
             };
             engine.modify_qp(qpn, &a, mask).expect("modify_qp");
         }
+    }
+}
+
+/// A host's port on the simulated network, as the [`Link`] its engine is driven over: it
+/// receives what arrived for the host, and sends onto the network.
+struct Port<'a> {
+    sim: &'a mut Sim,
+    from: usize,
+    arrived: &'a mut VecDeque<Vec<u8>>,
+}
+
+impl Link for Port<'_> {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        let Some(n) = fill(&mut self.sim.buf) else {
+            return false;
+        };
+        let frame = self.sim.buf[..n].to_vec();
+        self.sim.transmit(self.from, frame);
+        true
+    }
+
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        let Some(frame) = self.arrived.pop_front() else {
+            return false;
+        };
+        deliver(&frame);
+        true
     }
 }
 
