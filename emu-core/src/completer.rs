@@ -349,17 +349,11 @@ fn atomic_ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: &Pa
 
 #[cfg(test)]
 mod tests {
-    use softrnic_wire::{AethRepr, CreditCount, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome};
+    use softrnic_wire::{AethRepr, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome};
 
     use crate::cq::{WcOpcode, WcStatus};
-    use crate::testing::{Bench, MTU, SQ_PSN};
-    use crate::wr::{Remote, SendOp};
-
-    const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
-    const REMOTE: Remote = Remote {
-        addr: 0x10_0000,
-        rkey: 0x1234,
-    };
+    use crate::testing::{ACK, Bench, MTU, REMOTE, SQ_PSN};
+    use crate::wr::SendOp;
 
     fn psns(b: &mut Bench) -> Vec<u32> {
         b.sent().iter().map(|s| s.psn).collect()

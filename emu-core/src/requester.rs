@@ -311,17 +311,11 @@ fn build<M: Memory>(
 
 #[cfg(test)]
 mod tests {
-    use softrnic_wire::{CreditCount, Opcode as O, Syndrome};
+    use softrnic_wire::Opcode as O;
 
     use super::{MAX_PKTS_PER_ACK, MAX_UNACKED_PSNS};
-    use crate::testing::{Bench, MTU, SQ_PSN};
-    use crate::wr::{Remote, SendOp};
-
-    const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
-    const REMOTE: Remote = Remote {
-        addr: 0x10_0000,
-        rkey: 0x1234,
-    };
+    use crate::testing::{ACK, Bench, MTU, REMOTE, SQ_PSN};
+    use crate::wr::SendOp;
 
     /// What the requester sent: (opcode, PSN, AckReq, payload length).
     fn sent(b: &mut Bench) -> Vec<(O, u32, bool, usize)> {

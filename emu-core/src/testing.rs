@@ -2,8 +2,8 @@
 //! exists only as the frames a test writes by hand, and everything the engine sends, parsed.
 
 use softrnic_wire::{
-    AethRepr, EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, RethRepr, Syndrome,
-    UdpRepr, bth::BthRepr, frame,
+    AethRepr, CreditCount, EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, RethRepr,
+    Syndrome, UdpRepr, bth::BthRepr, frame,
 };
 
 use crate::ah::AddressHandle;
@@ -15,7 +15,7 @@ use crate::keys::Access;
 use crate::memory::HeapMemory;
 use crate::qp_attr::{QpAttr, QpType};
 use crate::time::Instant;
-use crate::wr::{QpCap, RecvWr, SendOp, SendWr, Sge};
+use crate::wr::{QpCap, RecvWr, Remote, SendOp, SendWr, Sge};
 
 const LOCAL: [u8; 4] = [198, 18, 0, 1];
 const PEER: [u8; 4] = [198, 18, 0, 2];
@@ -29,6 +29,13 @@ pub const SQ_PSN: u32 = 100;
 pub const RQ_PSN: u32 = 500;
 /// The path MTU.
 pub const MTU: u32 = 1024;
+/// A positive ACK, as softrnic and rxe send it (no credit count).
+pub const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
+/// A peer's buffer, for READs and WRITEs the QP sends.
+pub const REMOTE: Remote = Remote {
+    addr: 0x10_0000,
+    rkey: 0x1234,
+};
 /// The registered buffer's length.
 pub const BUF_LEN: usize = 256 * 1024;
 

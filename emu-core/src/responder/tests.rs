@@ -1,15 +1,11 @@
 //! The responder against hand-made request frames: what it answers, what it executes, and
 //! what it refuses (IBA 9.7.5.2).
 
-use softrnic_wire::{
-    AtomicEthRepr, CreditCount, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome,
-};
+use softrnic_wire::{AtomicEthRepr, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome};
 
 use crate::cq::{WcOpcode, WcStatus};
 use crate::qp_attr::QpState;
-use crate::testing::{BUF_LEN, Bench, RQ_PSN};
-
-const ACK: Syndrome = Syndrome::Ack(CreditCount::INVALID);
+use crate::testing::{ACK, BUF_LEN, Bench, RQ_PSN};
 
 /// What the responder sent: (opcode, PSN, syndrome, payload length).
 fn answers(b: &mut Bench) -> Vec<(O, u32, Option<Syndrome>, usize)> {
