@@ -540,7 +540,7 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
                 // perftest -R listens for its data connection only after a handshake on its
                 // first one, and its client connects right after that handshake: a client
                 // faster than the (emulated) server is rejected with "invalid service ID"
-                // (IBA 12.6.7.2, reason 8). perftest means to retry then, but its retry uses
+                // (REJ reason 8). perftest means to retry then, but its retry uses
                 // the ids it has just freed (perftest 4.5-0.17), so retry the whole run.
                 for _ in 0..5 {
                     match &r {
@@ -625,10 +625,10 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
     // Loss and reordering on the guest's side of the link (the host kernel has no netem).
     let (before_s, before_r) = (softrnic_counters(&peers.host), rxe_counters(&peers.guest));
     // ibv_rc_pingpong ends each side as soon as its own work completes, so a lost last ACK
-    // leaves the other side retransmitting to a QP that no longer exists, and it fails with
-    // "transport retry counter exceeded", as a requester whose retries run out must. So its loss spares
-    // RC ACKs (BTH opcode 0x11, at byte 28 of an IPv4 RoCEv2 packet); perftest, which closes
-    // only after a TCP handshake, runs with ACKs lost too.
+    // leaves the other side resending to a QP that no longer exists until its retries run out
+    // ("transport retry counter exceeded"). So its loss spares RC ACKs (BTH opcode 0x11, at
+    // byte 28 of an IPv4 RoCEv2 packet); perftest, which closes only after a TCP handshake,
+    // runs with ACKs lost too.
     peers.guest.netem(&[
         "root handle 1: prio bands 2 priomap 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0",
         "parent 1:1 netem delay 1ms reorder 90% 50% loss 1%",
