@@ -1,6 +1,7 @@
-//! The softrnic daemon: it is the NIC. It owns the backends, one engine per device (so the QPN space,
-//! GID table and timers), and serves programs over a Unix socket: each connection is a device
-//! context whose objects belong to it and are freed when it closes, however the program ends.
+//! The softrnic daemon: it is the NIC. It owns the backends, one engine per device (so the QPN
+//! space, GID table and timers), and serves programs over a Unix socket: each connection is a
+//! device context whose objects belong to it and are freed when it closes, however the program
+//! ends.
 //!
 //! One thread runs everything: client requests, frames in and out, timers. It polls while
 //! there is work, spins briefly after it, then sleeps in poll(2) until a socket is readable or
