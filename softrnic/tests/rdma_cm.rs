@@ -426,21 +426,22 @@ fn perftest_and_qperf_connect_through_rdma_cm() {
         // qperf's own exchange is TCP: on one host, to 127.0.0.1, which rdma_cm resolves to
         // the first device as the kernel does. Its 5 s limit on that exchange is qperf's own
         // clock; on a busy machine it needs more (-to).
-        let tcp = s.server_addr;
+        // A port of its own, so that no other qperf (a stale one, another test) answers.
+        let (tcp, lp) = (s.server_addr, next_port());
         let mut qperf = Running(
             s.server()
-                .program(&strings(&["qperf"]))
+                .program(&strings(&["qperf", "-lp", &lp]))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap(),
         );
         let ns = s.server().ns.as_deref();
-        qperf.wait_until("listened", || listening(ns, "19765"));
+        qperf.wait_until("listened", || listening(ns, &lp));
         let out = s
             .client()
             .program(&strings(&[
-                "qperf", tcp, "-cm1", "-t", "1", "-to", "60", "rc_bw", "rc_lat",
+                "qperf", "-lp", &lp, tcp, "-cm1", "-t", "1", "-to", "60", "rc_bw", "rc_lat",
             ]))
             .output()
             .unwrap();
