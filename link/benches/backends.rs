@@ -1,7 +1,7 @@
 //! Raw packet rates of each backend over one veth pair, in one run: AF_PACKET, AF_XDP in
 //! generic (SKB) mode and AF_XDP in native (DRV) mode, with 64-byte and 4 KiB frames. One
 //! thread sends as fast as the backend takes frames, another receives, each in its namespace.
-//! Needs root. Run with `cargo bench -p softrnic-device`; `BENCH_MS` sets each run's length.
+//! Needs root. Run with `cargo bench -p softrnic-link`; `BENCH_MS` sets each run's length.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
