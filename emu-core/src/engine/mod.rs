@@ -77,7 +77,7 @@ pub struct QpInit {
 /// and costs far less than SipHash on the per-packet lookup. Lookups of numbers from the wire
 /// cannot crowd a bucket, since the numbers stored are the engine's own.
 #[derive(Debug, Default, Clone, Copy)]
-struct QpnHasher(u64);
+pub(crate) struct QpnHasher(u64);
 
 impl Hasher for QpnHasher {
     fn write(&mut self, bytes: &[u8]) {
