@@ -37,15 +37,10 @@ fn progressed(qp: &mut Qp, timers: &mut Timers, now: Instant) {
     }
 }
 
-/// Everything before `psn` is acknowledged. A resend in progress may be overtaken by ACKs for
-/// what it was about to send again (the first transmission got through after all): the
-/// requester skips what is acknowledged.
+/// Everything before `psn` is acknowledged.
 fn acknowledge_to(qp: &mut Qp, psn: u32) {
     qp.comp.psn = psn;
-    let next = qp.comp.directive.resend_from.unwrap_or(qp.req.psn);
-    if psn::diff(psn, next) > 0 {
-        qp.comp.directive.resend_from = Some(psn);
-    }
+    qp.comp.directive.acknowledged = Some(psn);
 }
 
 /// Completes the SEND/WRITE WQEs that end before `end`: a later response acknowledges them

@@ -29,10 +29,19 @@ pub const MAX_PKTS_PER_ACK: u32 = 64;
 /// Does what the completer asks after a response or a timeout: go back (or on) to a PSN,
 /// wait out an RNR NAK.
 pub(crate) fn follow<M>(qp: &mut Qp, sh: &mut Shared<M>, d: Directive) {
+    let mtu = qp.mtu(sh);
     if let Some(psn) = d.resend_from {
-        let mtu = qp.mtu(sh);
         let front = qp.sq.front().filter(|w| w.sent);
         qp.req.rewind(front, psn, mtu);
+    }
+    if let Some(acked) = d.acknowledged {
+        qp.req.acked = acked;
+        // A resend in progress may be overtaken by ACKs for what it was about to send again
+        // (the first transmission got through after all): it skips what is acknowledged.
+        if psn::diff(acked, qp.req.psn) > 0 {
+            let front = qp.sq.front().filter(|w| w.sent);
+            qp.req.rewind(front, acked, mtu);
+        }
     }
     if let Some(until) = d.wait_until
         && qp.state != QpState::Err
@@ -120,7 +129,7 @@ pub(crate) fn poll<M: Memory>(
             }
             continue;
         }
-        if qp.qp_type == QpType::Rc {
+        if qp.init.qp_type == QpType::Rc {
             let fenced = w.wr.flags.contains(SendFlags::FENCE);
             let rd_atomic = w.wr.op.is_read_or_atomic();
             if qp.req.offset == 0 && (fenced || rd_atomic) {
@@ -132,7 +141,7 @@ pub(crate) fn poll<M: Memory>(
                     return None;
                 }
             }
-            if psn::diff(qp.req.psn, qp.comp.psn) >= MAX_UNACKED_PSNS {
+            if psn::diff(qp.req.psn, qp.req.acked) >= MAX_UNACKED_PSNS {
                 return None;
             }
         }
@@ -181,7 +190,7 @@ fn build<M: Memory>(
     let ends_message = pos.is_last();
 
     let mut ext = ExtRepr::default();
-    let (path, dest_qp) = match (qp.qp_type, w.wr.ud) {
+    let (path, dest_qp) = match (qp.init.qp_type, w.wr.ud) {
         (QpType::Ud, Some(ud)) => {
             if w.len > mtu {
                 return Err(WcStatus::LocLenErr);
@@ -252,8 +261,8 @@ fn build<M: Memory>(
         }
     }
     // After the UD length check: a datagram has one packet.
-    let op = opcode(qp.qp_type, &w.wr.op, pos);
-    let rc = qp.qp_type == QpType::Rc;
+    let op = opcode(qp.init.qp_type, &w.wr.op, pos);
+    let rc = qp.init.qp_type == QpType::Rc;
     let ack_req = rc && (ends_message || qp.req.noack >= MAX_PKTS_PER_ACK);
     let repr = FrameRepr {
         eth: path.eth,

@@ -9,10 +9,11 @@ use softrnic_wire::{
 use crate::ah::AddressHandle;
 use crate::attr::{DeviceAttr, Mtu};
 use crate::cq::{Wc, WcOpcode, WcStatus};
-use crate::engine::{Config, Engine, MAX_FRAME, QpInit};
+use crate::engine::{Config, Engine, MAX_FRAME};
 use crate::gid::Gid;
 use crate::keys::Access;
 use crate::memory::HeapMemory;
+use crate::qp::QpInit;
 use crate::qp_attr::{QpAttr, QpType};
 use crate::time::Instant;
 use crate::wr::{QpCap, RecvWr, Remote, SendOp, SendWr, Sge};

@@ -31,7 +31,6 @@ use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::Instant;
 use crate::timers::{Timer, Timers};
-use crate::wr::QpCap;
 
 /// The largest frame the engine writes: a 4096-byte payload with every header (Ethernet with a
 /// VLAN tag, IPv6, UDP, BTH, the largest extension headers) and the ICRC.
@@ -50,27 +49,6 @@ pub struct Config {
     pub eth_mtu: u32,
     /// The limits reported and enforced.
     pub device: DeviceAttr,
-}
-
-/// What `create_qp` needs, as `ibv_qp_init_attr`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct QpInit {
-    /// The transport.
-    pub qp_type: QpType,
-    /// Where send completions go.
-    pub send_cq: u32,
-    /// Where receive completions go.
-    pub recv_cq: u32,
-    /// A shared receive queue instead of the QP's own.
-    pub srq: Option<u32>,
-    /// Queue sizes.
-    pub cap: QpCap,
-    /// Every send WR completes, signaled or not.
-    pub sq_sig_all: bool,
-    /// The QP does not receive the multicast packets it sends itself
-    /// (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
-    pub block_self_mcast_lb: bool,
 }
 
 /// QPNs are integers the engine hands out in sequence: a multiplicative hash spreads them well
@@ -94,22 +72,6 @@ impl Hasher for QpnHasher {
 }
 
 type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
-
-impl QpInit {
-    /// A QP of `qp_type` with both queues on `cq`, its own receive queue, and only signaled
-    /// send WRs completing: what most programs ask for.
-    pub fn new(qp_type: QpType, cq: u32, cap: QpCap) -> QpInit {
-        QpInit {
-            qp_type,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
-            cap,
-            sq_sig_all: false,
-            block_self_mcast_lb: false,
-        }
-    }
-}
 
 #[derive(Debug)]
 struct Pd {
@@ -258,7 +220,7 @@ impl<M: Memory> Engine<M> {
         self.qps
             .values()
             .map(|q| {
-                (q.cap.max_send_wr + q.cap.max_recv_wr) as usize
+                (q.init.cap.max_send_wr + q.init.cap.max_recv_wr) as usize
                     + responder::MAX_QUEUED_EXTRA
                     + 3 * q.attr.max_dest_rd_atomic.max(1) as usize
                     + 1
@@ -296,10 +258,12 @@ impl<M: Memory> Engine<M> {
             if psn::diff(q.req.max_sent, q.req.psn) < 0 {
                 return fail("next PSN beyond the highest sent");
             }
-            if q.qp_type == QpType::Rc && psn::diff(q.req.psn, q.comp.psn) < 0 {
+            if q.init.qp_type == QpType::Rc && psn::diff(q.req.psn, q.comp.psn) < 0 {
                 return fail("completer ahead of the requester");
             }
-            if q.sq.len() > q.cap.max_send_wr as usize || q.rq.len() > q.cap.max_recv_wr as usize {
+            if q.sq.len() > q.init.cap.max_send_wr as usize
+                || q.rq.len() > q.init.cap.max_recv_wr as usize
+            {
                 return fail("a queue beyond its capacity");
             }
             if q.state == QpState::Err && (!q.sq.is_empty() || !q.rq.is_empty()) {
@@ -372,7 +336,7 @@ impl<M: Memory> Engine<M> {
             self.sh.counters.rcvd_unknown_qp += 1;
             return;
         };
-        let matches = match (qp.qp_type, info.transport) {
+        let matches = match (qp.init.qp_type, info.transport) {
             (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) => {
                 qp.attr.ah.is_some_and(|ah| ah.dgid == src)
             }
@@ -384,7 +348,7 @@ impl<M: Memory> Engine<M> {
             return;
         }
         if info.operation.is_response() {
-            if qp.qp_type == QpType::Rc {
+            if qp.init.qp_type == QpType::Rc {
                 let directive = completer::handle(qp, &mut self.sh, now, &pkt);
                 requester::follow(qp, &mut self.sh, directive);
             }
@@ -419,7 +383,7 @@ impl<M: Memory> Engine<M> {
             let Some(qp) = self.qps.get_mut(&qpn) else {
                 continue;
             };
-            if qp.block_self_mcast_lb && from_self && sender == Some(qpn) {
+            if qp.init.block_self_mcast_lb && from_self && sender == Some(qpn) {
                 continue;
             }
             if !qp.receives() {

@@ -5,11 +5,12 @@ use std::collections::VecDeque;
 
 use softrnic_wire::MULTICAST_QPN;
 
-use super::{Engine, Pd, QpInit};
+use super::{Engine, Pd};
 use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
 use crate::gid::Gid;
 use crate::keys::{Access, MwType};
 use crate::memory::{Memory, Space};
+use crate::qp::QpInit;
 use crate::qp::{Completer, Qp, Requester, Responder, SendWqe, Srq};
 use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
 use crate::wr::{QpCap, RecvWr, SendWr, WorkQueue};
@@ -100,7 +101,7 @@ impl<M: Memory> Engine<M> {
         if self
             .qps
             .values()
-            .any(|q| q.send_cq == cq || q.recv_cq == cq)
+            .any(|q| q.init.send_cq == cq || q.init.recv_cq == cq)
         {
             return Err(VerbsError::Busy("a QP uses the CQ"));
         }
@@ -180,7 +181,7 @@ impl<M: Memory> Engine<M> {
             .srqs
             .get(srq)
             .ok_or(VerbsError::Invalid("no such SRQ"))?;
-        if self.qps.values().any(|q| q.srq == Some(srq)) {
+        if self.qps.values().any(|q| q.init.srq == Some(srq)) {
             return Err(VerbsError::Busy("a QP uses the SRQ"));
         }
         self.sh.srqs.remove(srq);
@@ -193,8 +194,12 @@ impl<M: Memory> Engine<M> {
     pub fn room(&self, queue: WorkQueue) -> usize {
         let qp = |qpn| self.qps.get(&qpn);
         match queue {
-            WorkQueue::Send(qpn) => qp(qpn).map_or(0, |q| q.cap.max_send_wr as usize - q.sq.len()),
-            WorkQueue::Recv(qpn) => qp(qpn).map_or(0, |q| q.cap.max_recv_wr as usize - q.rq.len()),
+            WorkQueue::Send(qpn) => {
+                qp(qpn).map_or(0, |q| q.init.cap.max_send_wr as usize - q.sq.len())
+            }
+            WorkQueue::Recv(qpn) => {
+                qp(qpn).map_or(0, |q| q.init.cap.max_recv_wr as usize - q.rq.len())
+            }
             WorkQueue::Srq(srq) => self
                 .sh
                 .srqs
@@ -267,16 +272,10 @@ impl<M: Memory> Engine<M> {
         let attr = QpAttr::default();
         let qp = Qp {
             qpn,
-            qp_type: init.qp_type,
+            init,
             state: QpState::Reset,
             pd,
             space,
-            send_cq: init.send_cq,
-            recv_cq: init.recv_cq,
-            srq: init.srq,
-            cap: init.cap,
-            sq_sig_all: init.sq_sig_all,
-            block_self_mcast_lb: init.block_self_mcast_lb,
             attr,
             sq: VecDeque::new(),
             rq: VecDeque::new(),
@@ -304,12 +303,12 @@ impl<M: Memory> Engine<M> {
             cur_qp_state: qp.state,
             ..qp.attr
         };
-        Ok((attr, qp.cap))
+        Ok((attr, qp.init.cap))
     }
 
     /// The QP's transport.
     pub fn qp_type(&self, qpn: u32) -> Option<QpType> {
-        self.qps.get(&qpn).map(|q| q.qp_type)
+        self.qps.get(&qpn).map(|q| q.init.qp_type)
     }
 
     /// The QP's state.
@@ -325,7 +324,7 @@ impl<M: Memory> Engine<M> {
             .qps
             .get(&qpn)
             .ok_or(VerbsError::Invalid("no such QP"))?;
-        let to = check_modify(qp.qp_type, qp.state, attr, mask)?;
+        let to = check_modify(qp.init.qp_type, qp.state, attr, mask)?;
         if mask.contains(AttrMask::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic as u32 > max_rd {
             return Err(VerbsError::Invalid(
                 "max_rd_atomic above the device's limit",
@@ -433,7 +432,7 @@ impl<M: Memory> Engine<M> {
         if !gid.is_multicast() {
             return Err(VerbsError::Invalid("not a multicast GID"));
         }
-        if qp.qp_type != QpType::Ud {
+        if qp.init.qp_type != QpType::Ud {
             return Err(VerbsError::Invalid("only UD QPs join multicast groups"));
         }
         self.groups.attach(gid, qpn, &self.device)
@@ -471,8 +470,8 @@ impl<M: Memory> Engine<M> {
         if qp.state < QpState::Rts && qp.state != QpState::Err {
             return Err(VerbsError::Invalid("the QP is not ready to send"));
         }
-        let len = wr.check(qp.qp_type, &qp.cap)?;
-        if qp.sq.len() >= qp.cap.max_send_wr as usize {
+        let len = wr.check(qp.init.qp_type, &qp.init.cap)?;
+        if qp.sq.len() >= qp.init.cap.max_send_wr as usize {
             return Err(VerbsError::NoMemory("the send queue is full"));
         }
         let inline = if wr.is_inline() {
@@ -521,21 +520,21 @@ impl<M: Memory> Engine<M> {
             .qps
             .get_mut(&qpn)
             .ok_or(VerbsError::Invalid("no such QP"))?;
-        if qp.srq.is_some() {
+        if qp.init.srq.is_some() {
             return Err(VerbsError::Invalid("the QP uses an SRQ"));
         }
         if qp.state == QpState::Reset {
             return Err(VerbsError::Invalid("the QP is in RESET"));
         }
-        if wr.sgl.len() > qp.cap.max_recv_sge as usize {
+        if wr.sgl.len() > qp.init.cap.max_recv_sge as usize {
             return Err(VerbsError::Invalid("too many SGEs"));
         }
-        if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+        if qp.rq.len() >= qp.init.cap.max_recv_wr as usize {
             return Err(VerbsError::NoMemory("the receive queue is full"));
         }
         if qp.state == QpState::Err {
             let wc = Wc::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn);
-            let cq = qp.recv_cq;
+            let cq = qp.init.recv_cq;
             self.sh.complete(cq, wc);
             return Ok(());
         }

@@ -172,20 +172,51 @@ impl SendWqe {
     }
 }
 
+/// What `create_qp` needs, as `ibv_qp_init_attr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct QpInit {
+    /// The transport.
+    pub qp_type: QpType,
+    /// Where send completions go.
+    pub send_cq: u32,
+    /// Where receive completions go.
+    pub recv_cq: u32,
+    /// A shared receive queue instead of the QP's own.
+    pub srq: Option<u32>,
+    /// Queue sizes.
+    pub cap: QpCap,
+    /// Every send WR completes, signaled or not.
+    pub sq_sig_all: bool,
+    /// The QP does not receive the multicast packets it sends itself
+    /// (`IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`).
+    pub block_self_mcast_lb: bool,
+}
+
+impl QpInit {
+    /// A QP of `qp_type` with both queues on `cq`, its own receive queue, and only signaled
+    /// send WRs completing: what most programs ask for.
+    pub fn new(qp_type: QpType, cq: u32, cap: QpCap) -> QpInit {
+        QpInit {
+            qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap,
+            sq_sig_all: false,
+            block_self_mcast_lb: false,
+        }
+    }
+}
+
 /// A queue pair.
 pub(crate) struct Qp {
     pub qpn: u32,
-    pub qp_type: QpType,
+    /// What it was created with: its transport, CQs, SRQ and queue sizes.
+    pub init: QpInit,
     pub state: QpState,
     pub pd: u32,
     pub space: Space,
-    pub send_cq: u32,
-    pub recv_cq: u32,
-    pub srq: Option<u32>,
-    pub cap: QpCap,
-    pub sq_sig_all: bool,
-    /// Multicast packets this QP sent are not delivered back to it.
-    pub block_self_mcast_lb: bool,
     pub attr: QpAttr,
     pub sq: VecDeque<SendWqe>,
     pub rq: VecDeque<RecvWr>,
@@ -206,7 +237,7 @@ impl Qp {
     /// The MTU packets use, in bytes: the path MTU, but never above the port's active MTU,
     /// which the link allows (UD uses the port's).
     pub fn mtu<M>(&self, sh: &Shared<M>) -> u32 {
-        match self.qp_type {
+        match self.init.qp_type {
             QpType::Ud => sh.port_mtu.bytes(),
             _ => self.attr.path_mtu.min(sh.port_mtu).bytes(),
         }
@@ -219,7 +250,7 @@ impl Qp {
         while let Some(status) = self.sq.front().and_then(|w| w.status) {
             let w = self.sq.pop_front().expect("front exists");
             self.req.retired();
-            let signaled = self.sq_sig_all || w.wr.flags.contains(SendFlags::SIGNALED);
+            let signaled = self.init.sq_sig_all || w.wr.flags.contains(SendFlags::SIGNALED);
             if signaled || status != WcStatus::Success {
                 let mut wc = Wc::new(w.wr.wr_id, status, w.wc_opcode(), self.qpn);
                 wc.byte_len = match w.wr.op {
@@ -227,7 +258,7 @@ impl Qp {
                     SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 8,
                     _ => 0,
                 };
-                sh.complete(self.send_cq, wc);
+                sh.complete(self.init.send_cq, wc);
             }
             if status != WcStatus::Success && status != WcStatus::WrFlushErr {
                 self.enter_error(sh);
@@ -273,19 +304,19 @@ impl Qp {
         while let Some(wr) = self.rq.pop_front() {
             self.flush_recv(sh, wr);
         }
-        if first && self.srq.is_some() {
+        if first && self.init.srq.is_some() {
             sh.events.push_back(Event::LastWqeReached { qpn: self.qpn });
         }
     }
 
     fn flush_recv<M>(&self, sh: &mut Shared<M>, wr: RecvWr) {
         let wc = Wc::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.qpn);
-        sh.complete(self.recv_cq, wc);
+        sh.complete(self.init.recv_cq, wc);
     }
 
     /// Takes a receive WQE from the QP's receive queue or its SRQ.
     pub fn take_recv<M>(&mut self, sh: &mut Shared<M>) -> Option<RecvWr> {
-        match self.srq {
+        match self.init.srq {
             None => self.rq.pop_front(),
             Some(id) => sh.srqs.get_mut(id)?.take(id, &mut sh.events),
         }
@@ -293,7 +324,7 @@ impl Qp {
 
     /// Whether a receive WQE is available.
     pub fn has_recv<M>(&self, sh: &Shared<M>) -> bool {
-        match self.srq {
+        match self.init.srq {
             None => !self.rq.is_empty(),
             Some(id) => sh.srqs.get(id).is_some_and(|s| !s.queue.is_empty()),
         }

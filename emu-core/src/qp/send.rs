@@ -18,6 +18,8 @@ pub(crate) struct Requester {
     pub psn: u32,
     /// One past the highest PSN ever sent: responses beyond it are ghosts.
     pub max_sent: u32,
+    /// The oldest PSN not yet acknowledged, as the completer last said: the window's start.
+    pub acked: u32,
     /// Packets sent since the last AckReq.
     pub noack: u32,
 }
@@ -28,6 +30,7 @@ impl Requester {
         Requester {
             psn,
             max_sent: psn,
+            acked: psn,
             ..Requester::default()
         }
     }
@@ -81,9 +84,10 @@ pub(crate) struct Completer {
 /// What the completer asks of the requester after a response or a timeout.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Directive {
-    /// Send again from this PSN: go back after a NAK or a timeout (IBA 9.7.4.1.4), or go on
-    /// past what an ACK that overtook a resend acknowledged.
+    /// Send again from this PSN: go back after a NAK or a timeout (IBA 9.7.4.1.4).
     pub resend_from: Option<u32>,
+    /// Everything before this PSN is acknowledged: the send window moves on.
+    pub acknowledged: Option<u32>,
     /// Send nothing before this instant: an RNR NAK's timer (IBA 9.7.5.2.8).
     pub wait_until: Option<Instant>,
 }

@@ -81,7 +81,7 @@ fn send<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, r: &Request) -> Result<(), R
         wc.imm_data = rkey;
         wc.wc_flags |= WcFlags::WITH_INV;
     }
-    sh.complete(qp.recv_cq, wc);
+    sh.complete(qp.init.recv_cq, wc);
     qp.resp.cur = None;
     Ok(())
 }
@@ -134,7 +134,7 @@ fn write<M: Memory>(
         wc.imm_data = imm;
         wc.wc_flags = WcFlags::WITH_IMM;
         wc.solicited = r.solicited;
-        sh.complete(qp.recv_cq, wc);
+        sh.complete(qp.init.recv_cq, wc);
     }
     Ok(())
 }
@@ -206,7 +206,7 @@ fn acknowledge(qp: &mut Qp, r: &Request) {
     if r.ends() {
         qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
     }
-    if r.ack_req && qp.qp_type == QpType::Rc {
+    if r.ack_req && qp.init.qp_type == QpType::Rc {
         qp.resp.queue_ack(r.psn, ack_syndrome());
     }
 }

@@ -54,7 +54,7 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
             sh.events.push_back(Event::CommEstablished { qpn: qp.qpn });
         }
     }
-    match qp.qp_type {
+    match qp.init.qp_type {
         QpType::Rc => rc::handle(qp, sh, pkt),
         QpType::Uc => uc::handle(qp, sh, pkt),
         QpType::Ud => ud::handle(qp, sh, pkt),

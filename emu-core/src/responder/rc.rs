@@ -43,7 +43,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
             }
             if let Some((wr, _)) = qp.resp.held.take() {
                 let wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
-                sh.complete(qp.recv_cq, wc);
+                sh.complete(qp.init.recv_cq, wc);
             }
             qp.resp.queue_ack(p, Syndrome::Nak(code));
             qp.enter_error(sh);

@@ -52,7 +52,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
 fn uc_abort<M>(qp: &mut Qp, sh: &mut Shared<M>) {
     qp.resp.cur = None;
     if let Some((wr, _)) = qp.resp.held.take() {
-        match qp.srq.and_then(|id| sh.srqs.get_mut(id)) {
+        match qp.init.srq.and_then(|id| sh.srqs.get_mut(id)) {
             Some(srq) => srq.queue.push_front(wr),
             None => qp.rq.push_front(wr),
         }

@@ -50,7 +50,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
         wc.imm_data = imm;
         wc.wc_flags |= WcFlags::WITH_IMM;
     }
-    sh.complete(qp.recv_cq, wc);
+    sh.complete(qp.init.recv_cq, wc);
     if status != WcStatus::Success {
         qp.enter_error(sh);
     }
