@@ -7,9 +7,14 @@ cargo build --release -q -p softrnic
 bin=$PWD/target/release/softrnic
 work=$(mktemp -d)
 ns=(srnbench$$a srnbench$$b)
+# Stops the namespaces' daemons and removes the namespaces (and so the veth pair).
+hosts_down() {
+    for n in "${ns[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true; ip netns del "$n" 2>/dev/null || true; done
+    rm -f "$work/a.sock" "$work/b.sock"
+}
 cleanup() {
     pkill -f "softrnic-bench-$$" 2>/dev/null || true
-    for n in "${ns[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill 2>/dev/null || true; ip netns del "$n" 2>/dev/null || true; done
+    hosts_down
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -30,8 +35,10 @@ daemon() {
     fi
 }
 
-# The two namespaces and their veth pair; a daemon on each end (sockets $work/a.sock, b.sock).
+# The two namespaces and their veth pair at MTU $1 (default 1500); a daemon on each end
+# (sockets $work/a.sock, b.sock).
 two_hosts() {
+    local mtu=${1:-1500}
     for n in "${ns[@]}"; do ip netns add "$n"; done
     ip link add srnb$$x type veth peer name srnb$$y
     local ifs=(srnb$$x srnb$$y)
@@ -39,7 +46,7 @@ two_hosts() {
         ip link set "${ifs[$i]}" netns "${ns[$i]}"
         ip -n "${ns[$i]}" link set lo up
         ip -n "${ns[$i]}" addr add "198.18.1.$((i + 1))/24" dev "${ifs[$i]}"
-        ip -n "${ns[$i]}" link set "${ifs[$i]}" up
+        ip -n "${ns[$i]}" link set "${ifs[$i]}" mtu "$mtu" up
         ip netns exec "${ns[$i]}" ethtool -K "${ifs[$i]}" tx off >/dev/null
     done
     sleep 2 # IPv6 duplicate address detection gives the link-local GID

@@ -14,8 +14,9 @@ use softrnic_emu_core::{
     QpState, QpType, RecvWr, SendWr, VerbsError, Wc,
 };
 
-use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, SqEntry, UpRequest};
+use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
 use crate::shm::{Region, Ring, RingInfo};
+use crate::slot;
 use softrnic_sys as sys;
 
 /// A refused call: the errno a provider would return, and why.
@@ -110,11 +111,14 @@ struct RecvQueue {
     /// Work requests posted and not yet completed: a queue holds `max_wr` of them, as the
     /// receive queue of a hardware QP does, however much room its ring has.
     outstanding: u32,
+    /// A slot's bytes, encoded before they go into the ring.
+    slot: Vec<u8>,
 }
 
 impl RecvQueue {
     fn new(ring: Ring, max_wr: u32, max_sge: u32) -> RecvQueue {
         RecvQueue {
+            slot: vec![0; ring.slot_size()],
             ring,
             max_wr,
             max_sge,
@@ -130,7 +134,11 @@ impl RecvQueue {
                 message: "too many SGEs".into(),
             });
         }
-        if self.outstanding >= self.max_wr || !self.ring.push(&proto::body(wr)?) {
+        let n = slot::encode_recv(wr, &mut self.slot).ok_or(Error {
+            errno: libc::EINVAL,
+            message: "too many SGEs for the ring".into(),
+        })?;
+        if self.outstanding >= self.max_wr || !self.ring.push(&self.slot[..n]) {
             return Err(Error {
                 errno: libc::ENOMEM,
                 message: "the queue is full".into(),
@@ -160,7 +168,8 @@ pub struct Client {
     /// The SRQ of each QP that has one.
     qp_srq: HashMap<u32, u32>,
     cqs: HashMap<u32, Ring>,
-    scratch: Vec<u8>,
+    /// A slot's bytes, encoded before they go into a ring or copied out of one.
+    slot: Vec<u8>,
     /// Set once the daemon has gone (it died, or closed this context): calls fail with EIO,
     /// destroys succeed, and completions already in the rings can still be polled.
     lost: bool,
@@ -200,7 +209,7 @@ impl Client {
             srqs: HashMap::new(),
             qp_srq: HashMap::new(),
             cqs: HashMap::new(),
-            scratch: Vec::new(),
+            slot: Vec::new(),
             lost: false,
             idle_polls: 0,
         };
@@ -575,9 +584,11 @@ impl Client {
         } else {
             None
         };
-        let body = proto::body(&SqEntry { wr, inline })?;
         let sq = self.sqs.get_mut(&qpn).expect("checked");
-        if !sq.ring.push(&body) {
+        self.slot.resize(sq.ring.slot_size(), 0);
+        let n = slot::encode_send(&wr, inline.as_deref(), &mut self.slot)
+            .ok_or_else(|| einval("the work request does not fit the QP's capabilities"))?;
+        if !sq.ring.push(&self.slot[..n]) {
             return Err(Error {
                 errno: libc::ENOMEM,
                 message: "the send queue is full".into(),
@@ -622,8 +633,11 @@ impl Client {
         // it, or they wait for its next timeout.
         let was_full = !ring.has_room();
         let mut out = Vec::new();
-        while out.len() < max as usize && ring.pop(&mut self.scratch) {
-            out.push(proto::decode::<Wc>(&self.scratch)?);
+        while out.len() < max as usize && ring.pop(&mut self.slot) {
+            out.push(slot::decode_wc(&self.slot).ok_or_else(|| Error {
+                errno: libc::EIO,
+                message: "a completion slot the daemon did not write".into(),
+            })?);
         }
         if was_full && !out.is_empty() {
             // A daemon gone is found below, when the ring is empty.

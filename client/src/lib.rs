@@ -3,8 +3,9 @@
 //!
 //! - [`proto`]: the requests and replies between a program and the daemon, over a Unix socket,
 //!   and where that socket is by default.
-//! - [`shm`]: the fixed-layout rings in shared memory through which posted work and
-//!   completions pass with no message per work request.
+//! - [`shm`]: the rings in shared memory through which posted work and completions pass with
+//!   no message per work request; [`slot`]: the fixed layout of their slots, the data-plane
+//!   contract of both sides.
 //! - [`client`]: a program's connection to the daemon, with its rings.
 //!
 //! `unsafe` is confined to [`shm`] (memory shared with another process).
@@ -13,5 +14,6 @@ pub mod client;
 pub mod proto;
 #[allow(unsafe_code)]
 pub mod shm;
+pub mod slot;
 
 pub use client::{Client, Error};

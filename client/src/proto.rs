@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    QpState, QpType, SendWr,
+    QpState, QpType,
 };
 
 /// The socket path: `$SOFTRNIC_SOCKET`, else /run/softrnic.sock for root, else
@@ -31,27 +31,10 @@ pub fn default_socket() -> std::path::PathBuf {
 }
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
-
-/// Bytes per send ring slot: a work request with 32 SGEs and 256 inline bytes fits.
-pub const SQ_SLOT: u32 = 2048;
-/// Bytes per receive ring slot: a receive work request with 32 SGEs fits.
-pub const RQ_SLOT: u32 = 1024;
-/// Bytes per completion ring slot.
-pub const CQ_SLOT: u32 = 128;
-
-/// What a send ring slot carries: the work request, and for an inline one the bytes the
-/// program took from its buffers when it posted (IBA 10.8.2.2: inline data is copied at post).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SqEntry {
-    /// The work request.
-    pub wr: SendWr,
-    /// The inline bytes, if any.
-    pub inline: Option<Vec<u8>>,
-}
 
 /// Which backend a device uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -412,12 +395,12 @@ pub enum Reply {
     QpCreated {
         /// The QP number.
         qpn: u32,
-        /// Send work requests, program to daemon ([`SqEntry`]s).
+        /// Send work requests, program to daemon ([`crate::slot::SendSlot`]s).
         sq: RingInfo,
-        /// Receive work requests, program to daemon (`RecvWr`s).
+        /// Receive work requests, program to daemon ([`crate::slot::RecvSlot`]s).
         rq: Option<RingInfo>,
     },
-    /// A new CQ and its ring of completions, daemon to program (`Wc`s).
+    /// A new CQ and its ring of completions, daemon to program ([`crate::slot::CqeSlot`]s).
     CqCreated {
         /// The CQ.
         cq: u32,

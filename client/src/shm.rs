@@ -4,7 +4,7 @@
 //! The daemon creates a context's region (a memfd) and hands it to the program with the
 //! context. Each send, receive and shared receive queue is a ring the program produces into and
 //! the daemon consumes; each completion queue a ring the daemon produces into and the program
-//! consumes. A slot holds one bincode message behind its length.
+//! consumes. A slot holds one fixed-layout record ([`crate::slot`]).
 //!
 //! Doorbells cost a syscall only when the daemon sleeps: the program bumps the region's doorbell
 //! counter after producing, and writes the wake-up socket only if the daemon has said it is
@@ -25,7 +25,7 @@ use softrnic_sys as sys;
 use softrnic_sys::Mmap;
 
 /// Bytes per context region (memfd pages appear only as rings use them).
-pub const REGION_BYTES: usize = 64 << 20;
+pub const REGION_BYTES: usize = 512 << 20;
 /// The header page: magic, the daemon's "going to sleep" flag, the doorbell counter.
 const HEADER: usize = 4096;
 const MAGIC: u32 = 0x534e_5231; // "SNR1"
@@ -42,7 +42,7 @@ pub struct RingInfo {
     pub offset: u64,
     /// Number of slots (a power of two).
     pub slots: u32,
-    /// Bytes per slot, length prefix included.
+    /// Bytes per slot.
     pub slot_size: u32,
 }
 
@@ -210,44 +210,35 @@ impl Ring {
             + (index & (self.info.slots - 1)) as usize * self.info.slot_size as usize
     }
 
-    /// The largest message a slot holds.
-    pub fn max_message(&self) -> usize {
-        self.info.slot_size as usize - 4
+    /// Bytes per slot.
+    pub fn slot_size(&self) -> usize {
+        self.info.slot_size as usize
     }
 
-    /// Produces one message; false if the ring is full or the message too big for a slot.
+    /// Produces one slot from `msg`'s bytes (the rest of the slot is left as it was); false if
+    /// the ring is full or `msg` is bigger than a slot.
     pub fn push(&mut self, msg: &[u8]) -> bool {
         let consumed = self.consumer().load(Ordering::Acquire);
         // A consumer index that claims more than was produced is treated as "nothing consumed".
         let used = self.mine.wrapping_sub(consumed);
-        if used >= self.info.slots || msg.len() > self.max_message() {
+        if used >= self.info.slots || msg.len() > self.slot_size() {
             return false;
         }
-        let at = self.slot(self.mine);
-        self.region.write(at, &(msg.len() as u32).to_le_bytes());
-        self.region.write(at + 4, msg);
+        self.region.write(self.slot(self.mine), msg);
         self.mine = self.mine.wrapping_add(1);
         self.producer().store(self.mine, Ordering::Release);
         true
     }
 
-    /// Consumes one message into `out`; false if the ring is empty. A slot whose length is
-    /// impossible yields an empty message (which fails to decode).
+    /// Consumes one slot, copied into `out` (resized to a slot); false if the ring is empty.
     pub fn pop(&mut self, out: &mut Vec<u8>) -> bool {
         let produced = self.producer().load(Ordering::Acquire);
         let waiting = produced.wrapping_sub(self.mine);
         if waiting == 0 || waiting > self.info.slots {
             return false;
         }
-        let at = self.slot(self.mine);
-        let mut len = [0u8; 4];
-        self.region.read(at, &mut len);
-        let len = u32::from_le_bytes(len) as usize;
-        out.clear();
-        if len <= self.max_message() {
-            out.resize(len, 0);
-            self.region.read(at + 4, out);
-        }
+        out.resize(self.slot_size(), 0);
+        self.region.read(self.slot(self.mine), out);
         self.mine = self.mine.wrapping_add(1);
         self.consumer().store(self.mine, Ordering::Release);
         true
@@ -262,18 +253,15 @@ impl Ring {
         waiting != 0 && waiting <= self.info.slots
     }
 
-    /// The messages produced but not consumed yet (producer side), oldest first.
+    /// The slots produced but not consumed yet (producer side), oldest first.
     pub fn unconsumed(&self) -> Vec<Vec<u8>> {
         let consumed = self.consumer().load(Ordering::Acquire);
         let waiting = self.mine.wrapping_sub(consumed).min(self.info.slots);
         (0..waiting)
             .map(|k| {
                 let at = self.slot(self.mine.wrapping_sub(waiting).wrapping_add(k));
-                let mut len = [0u8; 4];
-                self.region.read(at, &mut len);
-                let len = (u32::from_le_bytes(len) as usize).min(self.max_message());
-                let mut out = vec![0u8; len];
-                self.region.read(at + 4, &mut out);
+                let mut out = vec![0u8; self.slot_size()];
+                self.region.read(at, &mut out);
                 out
             })
             .collect()
@@ -303,21 +291,21 @@ mod tests {
         let mut out = Vec::new();
         assert!(!rx.pop(&mut out));
         for i in 0..4u8 {
-            assert!(tx.push(&[i; 10]));
+            assert!(tx.push(&[i; 64]));
         }
         assert!(!tx.push(&[9]), "full");
-        assert!(!tx.push(&[0; 61]), "too big for a slot");
         for i in 0..4u8 {
             assert!(rx.pop(&mut out));
-            assert_eq!(out, [i; 10]);
+            assert_eq!(out, [i; 64]);
         }
+        assert!(!tx.push(&[0; 65]), "too big for a slot");
         assert!(!rx.has_message());
         assert!(tx.has_room());
         // Wraps around.
         for round in 0..10u8 {
-            assert!(tx.push(&[round]));
+            assert!(tx.push(&[round; 64]));
             assert!(rx.pop(&mut out));
-            assert_eq!(out, [round]);
+            assert_eq!(out, [round; 64]);
         }
         // Doorbell and sleep flag are seen across mappings.
         daemon.set_sleeping(true);
@@ -349,14 +337,13 @@ mod tests {
             .atomic(info.offset as usize)
             .store(1000, Ordering::Release);
         assert!(!rx.pop(&mut Vec::new()));
-        // A plausible index with an impossible length: an empty message.
+        // A plausible index: one slot's bytes, however long the program made `out`.
         program
             .atomic(info.offset as usize)
             .store(1, Ordering::Release);
-        program.write(info.offset as usize + SLOTS, &u32::MAX.to_le_bytes());
-        let mut out = vec![1];
+        let mut out = vec![1; 1000];
         assert!(rx.pop(&mut out));
-        assert!(out.is_empty());
+        assert_eq!(out.len(), 64);
         // Rings outside the region are refused.
         let bad = RingInfo {
             offset: REGION_BYTES as u64,

@@ -236,8 +236,8 @@ impl Daemon {
             any |= !posted.is_empty();
             for p in posted {
                 let result = match p {
-                    rings::Posted::Send(qpn, mut e) => {
-                        if let Some(ud) = e.wr.ud.as_mut() {
+                    rings::Posted::Send(qpn, mut wr, inline) => {
+                        if let Some(ud) = wr.ud.as_mut() {
                             match self.resolve(d, ud.ah.dgid) {
                                 Ok(mac) => ud.ah.dmac = EthernetAddress(mac),
                                 Err(err) => {
@@ -247,7 +247,7 @@ impl Daemon {
                         }
                         // A context has rings only for its own QPs and SRQs.
                         let engine = &mut self.devices[d].as_mut().expect("open").engine;
-                        engine.post_send_with(qpn, e.wr, e.inline)
+                        engine.post_send_with(qpn, wr, inline)
                     }
                     rings::Posted::Recv(qpn, wr) => self.devices[d]
                         .as_mut()

@@ -10,6 +10,7 @@ use crate::Daemon;
 use crate::rings::Rings;
 use softrnic_client::proto::{self, Reply, Request};
 use softrnic_client::shm::Region;
+use softrnic_client::slot;
 use softrnic_sys as sys;
 
 fn error(errno: i32, message: impl Into<String>) -> Reply {
@@ -269,7 +270,7 @@ impl Daemon {
                     return error(libc::EINVAL, NOT_OURS);
                 }
                 handle_or(engine.create_cq(cqe), |cq| {
-                    match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                    match ctx.rings.new_ring(cqe, slot::CQE_SLOT) {
                         Ok((info, ring)) => {
                             if let Some(c) = channel {
                                 ctx.cq_channel.insert(cq, c);
@@ -328,13 +329,14 @@ impl Daemon {
                 handle_or(engine.create_qp(pd, init), |qpn| {
                     let rings = ctx
                         .rings
-                        .new_ring(init.cap.max_send_wr, proto::SQ_SLOT)
+                        .new_ring(init.cap.max_send_wr, slot::send_slot_size(&init.cap))
                         .and_then(|sq| {
                             let rq = match init.srq {
                                 Some(_) => None,
-                                None => {
-                                    Some(ctx.rings.new_ring(init.cap.max_recv_wr, proto::RQ_SLOT)?)
-                                }
+                                None => Some(ctx.rings.new_ring(
+                                    init.cap.max_recv_wr,
+                                    slot::recv_slot_size(init.cap.max_recv_sge),
+                                )?),
                             };
                             Ok((sq, rq))
                         });
@@ -387,7 +389,7 @@ impl Daemon {
                 }
                 handle_or(engine.resize_cq(cq, cqe), |()| {
                     // A new ring, holding the completions the program has not taken yet.
-                    match ctx.rings.new_ring(cqe, proto::CQ_SLOT) {
+                    match ctx.rings.new_ring(cqe, slot::CQE_SLOT) {
                         Ok((info, mut ring)) => {
                             if let Some(old) = ctx.rings.cqs.get(&cq) {
                                 for wc in old.unconsumed() {
@@ -406,7 +408,7 @@ impl Daemon {
                 max_wr,
                 max_sge,
             } if o.pds.contains(&pd) => handle_or(engine.create_srq(pd, max_wr, max_sge), |srq| {
-                match ctx.rings.new_ring(max_wr, proto::RQ_SLOT) {
+                match ctx.rings.new_ring(max_wr, slot::recv_slot_size(max_sge)) {
                     Ok((info, ring)) => {
                         o.srqs.insert(srq);
                         ctx.rings.srqs.insert(srq, ring);

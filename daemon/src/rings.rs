@@ -7,17 +7,17 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
-use softrnic_emu_core::{Engine, RecvWr, Wc, WcOpcode, WcStatus, WorkQueue};
+use softrnic_emu_core::{Engine, RecvWr, SendWr, Wc, WcOpcode, WcStatus, WorkQueue};
 
 use crate::ProcessMemory;
-use softrnic_client::proto::{self, SqEntry};
 use softrnic_client::shm::{Allocator, Region, Ring, RingInfo};
+use softrnic_client::slot;
 use softrnic_sys as sys;
 
 /// A work request the program posted.
 pub enum Posted {
-    /// Into a QP's send queue.
-    Send(u32, SqEntry),
+    /// Into a QP's send queue, with the inline bytes the program took at post time.
+    Send(u32, SendWr, Option<Vec<u8>>),
     /// Into a QP's receive queue.
     Recv(u32, RecvWr),
     /// Into an SRQ.
@@ -97,13 +97,15 @@ impl Rings {
                     break;
                 }
                 let posted = match queue {
-                    WorkQueue::Send(q) => proto::decode(&buf).map(|e| Posted::Send(q, e)),
-                    WorkQueue::Recv(q) => proto::decode(&buf).map(|wr| Posted::Recv(q, wr)),
-                    WorkQueue::Srq(q) => proto::decode(&buf).map(|wr| Posted::SrqRecv(q, wr)),
+                    WorkQueue::Send(q) => {
+                        slot::decode_send(&buf).map(|(wr, inline)| Posted::Send(q, wr, inline))
+                    }
+                    WorkQueue::Recv(q) => slot::decode_recv(&buf).map(|wr| Posted::Recv(q, wr)),
+                    WorkQueue::Srq(q) => slot::decode_recv(&buf).map(|wr| Posted::SrqRecv(q, wr)),
                 };
                 match posted {
-                    Ok(p) => out.push(p),
-                    Err(_) => self.garbage += 1,
+                    Some(p) => out.push(p),
+                    None => self.garbage += 1,
                 }
             }
             self.backlog |= ring.has_message();
@@ -117,9 +119,7 @@ impl Rings {
         let mut one = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0)];
         for (&cq, ring) in &mut self.cqs {
             while ring.has_room() && engine.poll_cq(cq, &mut one).unwrap_or(0) == 1 {
-                if let Ok(body) = proto::body(&one[0]) {
-                    ring.push(&body);
-                }
+                ring.push(slot::encode_wc(&one[0]).as_bytes());
                 any = true;
             }
         }
@@ -134,5 +134,55 @@ impl Rings {
         if !sleeping && let Some(w) = &self.wake {
             sys::drain(w);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use softrnic_emu_core::{QpCap, SendFlags, SendOp, Sge};
+
+    #[test]
+    fn garbage_a_program_writes_into_its_rings_is_counted_and_skipped() {
+        let (region, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let (wake, _theirs) = sys::wake_pair().unwrap();
+        let mut rings = Rings::new(region, wake);
+        let cap = QpCap::new(4, 1, 0);
+        let (sq_info, sq) = rings.new_ring(4, slot::send_slot_size(&cap)).unwrap();
+        let (rq_info, rq) = rings.new_ring(4, slot::recv_slot_size(1)).unwrap();
+        rings.sqs.insert(7, sq);
+        rings.rqs.insert(7, rq);
+        let mut sq = Ring::new(&program, sq_info).unwrap();
+        let mut rq = Ring::new(&program, rq_info).unwrap();
+        // An opcode no WR has, more SGEs than a slot holds, then one good WR each.
+        let mut bad = [0xffu8; 112];
+        bad[8..12].copy_from_slice(&42u32.to_le_bytes());
+        assert!(sq.push(&bad));
+        let mut huge = [0u8; 32];
+        huge[8..12].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(rq.push(&huge));
+        let wr = SendWr {
+            wr_id: 5,
+            op: SendOp::Send,
+            sgl: vec![Sge::default()],
+            flags: SendFlags::SIGNALED,
+            ud: None,
+        };
+        let mut buf = [0u8; 112];
+        let n = slot::encode_send(&wr, None, &mut buf).unwrap();
+        assert!(sq.push(&buf[..n]));
+        let recv = RecvWr {
+            wr_id: 6,
+            sgl: vec![Sge::default()],
+        };
+        let n = slot::encode_recv(&recv, &mut buf).unwrap();
+        assert!(rq.push(&buf[..n]));
+        program.ring_doorbell();
+        let posted = rings.take_posted(|_| 4);
+        assert_eq!(rings.garbage, 2);
+        assert!(
+            matches!(&posted[..], [Posted::Send(7, w, None), Posted::Recv(7, r)] if *w == wr && *r == recv)
+        );
     }
 }

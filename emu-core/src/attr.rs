@@ -110,7 +110,8 @@ impl Default for DeviceAttr {
             page_size_cap: 0xffff_f000,
             vendor_id: 0x00ff_ffff,
             hw_ver: 0,
-            max_qp: 0x1_0000,
+            // Twice rxe's 0x10000: a device carries 100,000 connections (issue 13).
+            max_qp: 0x2_0000,
             max_qp_wr: 0x4000,
             max_sge: 32,
             max_srq_sge: 27,

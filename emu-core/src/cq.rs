@@ -42,6 +42,52 @@ pub enum WcOpcode {
     RecvRdmaWithImm = 129,
 }
 
+impl WcStatus {
+    /// The status numbered `n` in `enum ibv_wc_status`, if softrnic has it.
+    pub fn from_u32(n: u32) -> Option<WcStatus> {
+        use WcStatus::*;
+        [
+            Success,
+            LocLenErr,
+            LocQpOpErr,
+            LocProtErr,
+            WrFlushErr,
+            MwBindErr,
+            BadRespErr,
+            LocAccessErr,
+            RemInvReqErr,
+            RemAccessErr,
+            RemOpErr,
+            RetryExcErr,
+            RnrRetryExcErr,
+            FatalErr,
+            GeneralErr,
+        ]
+        .into_iter()
+        .find(|s| *s as u32 == n)
+    }
+}
+
+impl WcOpcode {
+    /// The opcode numbered `n` in `enum ibv_wc_opcode`, if softrnic has it.
+    pub fn from_u32(n: u32) -> Option<WcOpcode> {
+        use WcOpcode::*;
+        [
+            Send,
+            RdmaWrite,
+            RdmaRead,
+            CompSwap,
+            FetchAdd,
+            BindMw,
+            LocalInv,
+            Recv,
+            RecvRdmaWithImm,
+        ]
+        .into_iter()
+        .find(|o| *o as u32 == n)
+    }
+}
+
 bitflags::bitflags! {
     /// `ibv_wc_flags`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
