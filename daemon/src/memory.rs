@@ -7,7 +7,8 @@
 //! and checks ptrace access every time), and the engine asks once per packet. So, within one
 //! pass of the daemon's loop ([`ProcessMemory::end_pass`]):
 //! - a packet-sized read fetches up to [`READ_AHEAD`] bytes, and the packets after it are
-//!   served from them. Up to [`AHEAD_BUFFERS`] messages are read ahead at once: the engine
+//!   served from them; a short read fetches its page, and the short messages after it in the
+//!   same buffer are served from it. Up to [`AHEAD_BUFFERS`] messages are read ahead at once: the engine
 //!   sends the packets of its ready QPs in turn, so the next packet of one message comes after
 //!   a packet of each other one (a single buffer fetched 64 KiB for each 4 KiB packet of
 //!   `ib_write_bw -q 8`);
@@ -30,8 +31,10 @@ use softrnic_sys as sys;
 
 /// How much a read fetches at most: sixteen times what it asks for, up to this.
 pub const READ_AHEAD: usize = 128 << 10;
-/// Reads shorter than this fetch only what they ask.
+/// Reads shorter than this fetch the pages they are in.
 const MIN_READ_AHEAD: usize = 1024;
+/// The pages short reads fetch.
+const PAGE: u64 = 4096;
 /// Messages read ahead at once (the least recently used makes room for the next).
 pub const AHEAD_BUFFERS: usize = 16;
 /// Collected writes go out when they reach this many bytes.
@@ -185,11 +188,18 @@ impl Memory for ProcessMemory {
             a.used = now;
             return Ok(());
         }
-        // A short read is a short message: fetch just it. A packet-sized one is likely followed
-        // by the rest of its message: fetch ahead (the fetch stops at the first unmapped page,
-        // which is fine while it covers what was asked).
-        let ahead = (dst.len() * 16).min(READ_AHEAD);
-        if dst.len() < MIN_READ_AHEAD || ahead <= dst.len() {
+        // A packet-sized read is likely followed by the rest of its message: fetch ahead (the
+        // fetch stops at the first unmapped page, which is fine while it covers what was
+        // asked). A short one is a short message, and the next short messages of this pass
+        // are likely in the same buffer (a program cycling through it): fetch its pages.
+        let (start, want) = if dst.len() < MIN_READ_AHEAD {
+            let start = addr & !(PAGE - 1);
+            (start, (addr + dst.len() as u64).next_multiple_of(PAGE) - start)
+        } else {
+            (addr, (dst.len() * 16).min(READ_AHEAD) as u64)
+        };
+        let skip = (addr - start) as usize;
+        if want as usize <= dst.len() {
             return sys::vm_read(pid, addr, dst).map_err(|_| Fault);
         }
         if buffers.len() < AHEAD_BUFFERS {
@@ -201,14 +211,14 @@ impl Memory for ProcessMemory {
             .expect("at least one");
         a.valid = false;
         a.used = now;
-        a.bytes.resize(ahead, 0);
-        let n = sys::vm_read_some(pid, addr, &mut a.bytes).map_err(|_| Fault)?;
-        if n < dst.len() {
+        a.bytes.resize(want as usize, 0);
+        let n = sys::vm_read_some(pid, start, &mut a.bytes).map_err(|_| Fault)?;
+        if n < skip + dst.len() {
             return Err(Fault);
         }
         a.bytes.truncate(n);
-        dst.copy_from_slice(&a.bytes[..dst.len()]);
-        (a.valid, a.space, a.addr) = (true, space, addr);
+        dst.copy_from_slice(&a.bytes[skip..skip + dst.len()]);
+        (a.valid, a.space, a.addr) = (true, space, start);
         Ok(())
     }
 
@@ -290,10 +300,15 @@ mod tests {
         m.end_pass();
         m.read(1, addr + 4096, &mut packet).unwrap();
         assert_eq!(packet[..2], [77, 2]);
-        // A short read is a short message: nothing is fetched ahead.
+        // A short read fetches its page, which serves the next short read in it.
         m.end_pass();
-        m.read(1, addr, &mut packet[..8]).unwrap();
-        assert!(m.ahead.borrow().iter().all(|a| !a.valid));
+        m.read(1, addr + 4096 + 8, &mut packet[..8]).unwrap();
+        data[4096 + 16] = 55;
+        m.read(1, addr + 4096 + 16, &mut packet[..8]).unwrap();
+        assert_eq!(packet[0], 2, "the page as it was fetched");
+        m.end_pass();
+        m.read(1, addr + 4096 + 16, &mut packet[..8]).unwrap();
+        assert_eq!(packet[0], 55);
     }
 
     #[test]
