@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    QpState, QpType, RecvWr, SendWr, VerbsError, Wc,
+    QpState, QpType, RecvWr, SendWr, VerbsError, Wc, WorkQueue,
 };
 
 use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
-use crate::shm::{Region, Ring, RingInfo};
+use crate::shm::{Notices, Region, Ring, RingInfo};
 use crate::slot;
 use softrnic_sys as sys;
 
@@ -155,6 +155,8 @@ pub struct Client {
     daemon_pid: u32,
     /// The open context's shared region and the pipe that wakes the daemon.
     region: Option<(Arc<Region>, OwnedFd)>,
+    /// The region's notice ring: which queues have new work.
+    notices: Option<Notices>,
     /// The read end of the async event pipe (a byte per event), and events read ahead of
     /// their bytes.
     async_fd: Option<OwnedFd>,
@@ -201,6 +203,7 @@ impl Client {
             stream,
             daemon_pid: 0,
             region: None,
+            notices: None,
             async_fd: None,
             async_events: VecDeque::new(),
             cq_events: HashMap::new(),
@@ -337,6 +340,7 @@ impl Client {
             Reply::Ok if fds.len() == 3 => {
                 let [memfd, wake, async_fd] = <[OwnedFd; 3]>::try_from(fds).expect("three");
                 let region = Region::open(&memfd)?;
+                self.notices = Some(Notices::new(&region));
                 self.region = Some((region, wake));
                 self.async_fd = Some(async_fd);
                 Ok(())
@@ -594,6 +598,7 @@ impl Client {
                 message: "the send queue is full".into(),
             });
         }
+        announce(&mut self.notices, &sq.ring, WorkQueue::Send(qpn));
         Ok(())
     }
 
@@ -620,7 +625,10 @@ impl Client {
                 message: "the QP is in RESET".into(),
             });
         }
-        queue(self.rqs.get_mut(&qpn))?.push(wr)
+        let q = queue(self.rqs.get_mut(&qpn))?;
+        q.push(wr)?;
+        announce(&mut self.notices, &q.ring, WorkQueue::Recv(qpn));
+        Ok(())
     }
 
     /// `ibv_poll_cq`: completions from the CQ's ring, with no syscall.
@@ -847,7 +855,10 @@ impl Client {
         if self.lost {
             return Err(gone());
         }
-        queue(self.srqs.get_mut(&srq))?.push(wr)
+        let q = queue(self.srqs.get_mut(&srq))?;
+        q.push(wr)?;
+        announce(&mut self.notices, &q.ring, WorkQueue::Srq(srq));
+        Ok(())
     }
 
     /// Arms an SRQ's limit (`ibv_modify_srq`).
@@ -944,6 +955,13 @@ impl Client {
 }
 
 /// A receive queue that exists, or EINVAL.
+/// Tells the daemon that `ring` has new work (the caller rings the doorbell after a batch).
+fn announce(notices: &mut Option<Notices>, ring: &Ring, queue: WorkQueue) {
+    if let Some(n) = notices {
+        n.announce(ring, queue);
+    }
+}
+
 fn queue(q: Option<&mut RecvQueue>) -> Result<&mut RecvQueue> {
     q.ok_or(Error {
         errno: libc::EINVAL,

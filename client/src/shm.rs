@@ -8,7 +8,10 @@
 //!
 //! Doorbells cost a syscall only when the daemon sleeps: the program bumps the region's doorbell
 //! counter after producing, and writes the wake-up socket only if the daemon has said it is
-//! going to sleep. The daemon says so, then looks at every ring once more before it sleeps, so
+//! going to sleep. Before that it says which queue has new work: a ring that goes from quiet to
+//! busy is announced once, by its number in the region's notice ring, so the daemon looks at the
+//! rings named there and not at every ring of the context (a program may hold 100,000 QPs). If
+//! the notice ring is full, an overflow flag makes the daemon look at every ring. The daemon says so, then looks at every ring once more before it sleeps, so
 //! a work request produced in between is never left waiting.
 //!
 //! The region is shared with a program the daemon does not trust: the daemon keeps its own copy
@@ -21,6 +24,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use softrnic_emu_core::WorkQueue;
+
 use softrnic_sys as sys;
 use softrnic_sys::Mmap;
 
@@ -31,9 +36,18 @@ const HEADER: usize = 4096;
 const MAGIC: u32 = 0x534e_5231; // "SNR1"
 const SLEEPING: usize = 64;
 const DOORBELL: usize = 128;
+const OVERFLOW: usize = 192;
 /// A ring's consumer index sits a cache line after its producer index; slots start after both.
 const CONSUMER: usize = 64;
+/// A work request ring's "announced" flag, in the consumer's line.
+const ANNOUNCED: usize = CONSUMER + 4;
 const SLOTS: usize = 128;
+/// The notice ring, right after the header: one slot per announcement.
+const NOTICES: RingInfo = RingInfo {
+    offset: HEADER as u64,
+    slots: 4096,
+    slot_size: 8,
+};
 
 /// Where a ring lives in a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +146,67 @@ impl Region {
     pub fn doorbell(&self) -> u32 {
         self.atomic(DOORBELL).load(Ordering::SeqCst)
     }
+
+    /// The program found the notice ring full: the daemon is to look at every ring.
+    pub fn set_overflow(&self) {
+        self.atomic(OVERFLOW).store(1, Ordering::SeqCst);
+    }
+
+    /// Whether the notice ring overflowed since the daemon last asked (the daemon).
+    pub fn take_overflow(&self) -> bool {
+        self.atomic(OVERFLOW).swap(0, Ordering::SeqCst) != 0
+    }
+}
+
+/// A notice names a queue by one word: its kind in the top two bits, its number below.
+fn to_word(queue: WorkQueue) -> u32 {
+    const NUMBER: u32 = 0x3fff_ffff;
+    match queue {
+        WorkQueue::Send(n) => n & NUMBER,
+        WorkQueue::Recv(n) => 1 << 30 | (n & NUMBER),
+        WorkQueue::Srq(n) => 2 << 30 | (n & NUMBER),
+    }
+}
+
+fn from_word(w: u32) -> Option<WorkQueue> {
+    let n = w & 0x3fff_ffff;
+    match w >> 30 {
+        0 => Some(WorkQueue::Send(n)),
+        1 => Some(WorkQueue::Recv(n)),
+        2 => Some(WorkQueue::Srq(n)),
+        _ => None,
+    }
+}
+
+/// One side of the region's notice ring: the program produces, the daemon consumes.
+pub struct Notices(Ring);
+
+impl Notices {
+    /// The notice ring of `region`.
+    pub fn new(region: &Arc<Region>) -> Notices {
+        Notices(Ring::new(region, NOTICES).expect("inside every region"))
+    }
+
+    /// Says that `ring` (the ring of `queue`) has new work, unless it was said and the daemon
+    /// has not looked yet (the program, after pushing into `ring`).
+    pub fn announce(&mut self, ring: &Ring, queue: WorkQueue) {
+        if ring.announced().swap(1, Ordering::AcqRel) == 0
+            && !self.0.push(&to_word(queue).to_le_bytes())
+        {
+            self.0.region.set_overflow();
+        }
+    }
+
+    /// The next notice, if any; a word that names no kind of queue is skipped (the daemon).
+    pub fn next(&mut self, buf: &mut Vec<u8>) -> Option<WorkQueue> {
+        while self.0.pop(buf) {
+            let word = u32::from_le_bytes(buf[..4].try_into().expect("a slot holds 8 bytes"));
+            if let Some(n) = from_word(word) {
+                return Some(n);
+            }
+        }
+        None
+    }
 }
 
 /// Places rings in a region, one after the other (the daemon).
@@ -142,7 +217,9 @@ pub struct Allocator {
 
 impl Default for Allocator {
     fn default() -> Allocator {
-        Allocator { next: HEADER }
+        Allocator {
+            next: HEADER + NOTICES.bytes(),
+        }
     }
 }
 
@@ -202,6 +279,16 @@ impl Ring {
 
     fn consumer(&self) -> &AtomicU32 {
         self.region.atomic(self.info.offset as usize + CONSUMER)
+    }
+
+    fn announced(&self) -> &AtomicU32 {
+        self.region.atomic(self.info.offset as usize + ANNOUNCED)
+    }
+
+    /// The daemon is about to look at this ring: work pushed from now on is announced again.
+    pub fn clear_announced(&self) {
+        // A read-modify-write, as the program's announcement is: one of the two sees the other.
+        self.announced().swap(0, Ordering::AcqRel);
     }
 
     fn slot(&self, index: u32) -> usize {
@@ -312,6 +399,49 @@ mod tests {
         assert!(program.sleeping());
         program.ring_doorbell();
         assert_eq!(daemon.doorbell(), 1);
+    }
+
+    #[test]
+    fn a_busy_ring_is_announced_once_until_the_daemon_looks() {
+        let (daemon, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let mut alloc = Allocator::default();
+        let info = alloc.ring(4, 64).unwrap();
+        let mut tx = Ring::new(&program, info).unwrap();
+        let rx = Ring::new(&daemon, info).unwrap();
+        let mut said = Notices::new(&program);
+        let mut heard = Notices::new(&daemon);
+        let mut buf = Vec::new();
+        for _ in 0..3 {
+            assert!(tx.push(&[1; 64]));
+            said.announce(&tx, WorkQueue::Recv(9));
+        }
+        assert_eq!(heard.next(&mut buf), Some(WorkQueue::Recv(9)));
+        assert_eq!(heard.next(&mut buf), None, "announced once");
+        rx.clear_announced();
+        said.announce(&tx, WorkQueue::Recv(9));
+        assert_eq!(
+            heard.next(&mut buf),
+            Some(WorkQueue::Recv(9)),
+            "again once looked at"
+        );
+        // A full notice ring sets the overflow flag.
+        let other = Ring::new(&program, alloc.ring(1, 64).unwrap()).unwrap();
+        for _ in 0..NOTICES.slots {
+            other.clear_announced();
+            said.announce(&other, WorkQueue::Send(1));
+        }
+        assert!(!daemon.take_overflow());
+        other.clear_announced();
+        said.announce(&other, WorkQueue::Send(1));
+        assert!(daemon.take_overflow());
+        assert!(!daemon.take_overflow(), "taken");
+        // A word naming no queue is skipped.
+        assert_eq!(from_word(3 << 30), None);
+        assert_eq!(
+            from_word(to_word(WorkQueue::Srq(5))),
+            Some(WorkQueue::Srq(5))
+        );
     }
 
     #[test]

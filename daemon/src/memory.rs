@@ -194,7 +194,10 @@ impl Memory for ProcessMemory {
         // are likely in the same buffer (a program cycling through it): fetch its pages.
         let (start, want) = if dst.len() < MIN_READ_AHEAD {
             let start = addr & !(PAGE - 1);
-            (start, (addr + dst.len() as u64).next_multiple_of(PAGE) - start)
+            (
+                start,
+                (addr + dst.len() as u64).next_multiple_of(PAGE) - start,
+            )
         } else {
             (addr, (dst.len() * 16).min(READ_AHEAD) as u64)
         };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use softrnic_emu_core::{Engine, RecvWr, SendWr, Wc, WcOpcode, WcStatus, WorkQueue};
 
 use crate::ProcessMemory;
-use softrnic_client::shm::{Allocator, Region, Ring, RingInfo};
+use softrnic_client::shm::{Allocator, Notices, Region, Ring, RingInfo};
 use softrnic_client::slot;
 use softrnic_sys as sys;
 
@@ -35,10 +35,12 @@ pub struct Rings {
     pub rqs: BTreeMap<u32, Ring>,
     pub srqs: BTreeMap<u32, Ring>,
     pub cqs: BTreeMap<u32, Ring>,
+    /// Which rings the program announced new work in.
+    notices: Option<Notices>,
     /// The doorbell count last acted on.
     bell: u32,
-    /// Work left in a ring because its queue was full.
-    backlog: bool,
+    /// Queues whose ring still holds work because the engine's queue was full.
+    waiting: Vec<WorkQueue>,
     /// Slots that did not decode (a buggy or hostile program), for the log.
     pub garbage: u64,
 }
@@ -47,6 +49,7 @@ impl Rings {
     /// The rings of a region, with the socket the program writes to to wake the daemon.
     pub fn new(region: Arc<Region>, wake: OwnedFd) -> Rings {
         Rings {
+            notices: Some(Notices::new(&region)),
             region: Some(region),
             wake: Some(wake),
             ..Rings::default()
@@ -75,23 +78,41 @@ impl Rings {
     /// The work posted since the doorbell was last acted on, in ring order, as much of it as
     /// `room` says each queue takes. The rest stays in its ring (the program sees it full, and
     /// gets ENOMEM as from a full queue) and is taken on a later call, once there is room.
+    /// Only the rings the program announced are looked at (all of them if its notices
+    /// overflowed), so the cost follows the work, not the number of QPs.
     pub fn take_posted(&mut self, room: impl Fn(WorkQueue) -> usize) -> Vec<Posted> {
-        let Some(region) = &self.region else {
+        let (Some(region), Some(notices)) = (&self.region, &mut self.notices) else {
             return Vec::new();
         };
         let bell = region.doorbell();
-        if bell == self.bell && !self.backlog {
+        if bell == self.bell && self.waiting.is_empty() {
             return Vec::new();
         }
         // Read the count first: work posted after this rings again.
         self.bell = bell;
-        self.backlog = false;
-        let mut out = Vec::new();
+        let mut queues = std::mem::take(&mut self.waiting);
         let mut buf = Vec::new();
-        let rings = (self.sqs.iter_mut().map(|(&q, r)| (WorkQueue::Send(q), r)))
-            .chain(self.rqs.iter_mut().map(|(&q, r)| (WorkQueue::Recv(q), r)))
-            .chain(self.srqs.iter_mut().map(|(&q, r)| (WorkQueue::Srq(q), r)));
-        for (queue, ring) in rings {
+        if region.take_overflow() {
+            queues.extend(self.sqs.keys().map(|&q| WorkQueue::Send(q)));
+            queues.extend(self.rqs.keys().map(|&q| WorkQueue::Recv(q)));
+            queues.extend(self.srqs.keys().map(|&q| WorkQueue::Srq(q)));
+        }
+        while let Some(q) = notices.next(&mut buf) {
+            queues.push(q);
+        }
+        queues.sort_unstable();
+        queues.dedup();
+        let mut out = Vec::new();
+        for queue in queues {
+            // A notice for a queue that is not this context's is ignored.
+            let Some(ring) = (match queue {
+                WorkQueue::Send(q) => self.sqs.get_mut(&q),
+                WorkQueue::Recv(q) => self.rqs.get_mut(&q),
+                WorkQueue::Srq(q) => self.srqs.get_mut(&q),
+            }) else {
+                continue;
+            };
+            ring.clear_announced();
             for _ in 0..room(queue) {
                 if !ring.pop(&mut buf) {
                     break;
@@ -108,7 +129,9 @@ impl Rings {
                     None => self.garbage += 1,
                 }
             }
-            self.backlog |= ring.has_message();
+            if ring.has_message() {
+                self.waiting.push(queue);
+            }
         }
         out
     }
@@ -155,6 +178,7 @@ mod tests {
         rings.rqs.insert(7, rq);
         let mut sq = Ring::new(&program, sq_info).unwrap();
         let mut rq = Ring::new(&program, rq_info).unwrap();
+        let mut notices = Notices::new(&program);
         // An opcode no WR has, more SGEs than a slot holds, then one good WR each.
         let mut bad = [0xffu8; 112];
         bad[8..12].copy_from_slice(&42u32.to_le_bytes());
@@ -178,11 +202,42 @@ mod tests {
         };
         let n = slot::encode_recv(&recv, &mut buf).unwrap();
         assert!(rq.push(&buf[..n]));
+        notices.announce(&sq, WorkQueue::Send(7));
+        notices.announce(&rq, WorkQueue::Recv(7));
+        // A notice for a queue that is not the context's is ignored.
+        let (stray, _) = rings.new_ring(1, slot::recv_slot_size(1)).unwrap();
+        notices.announce(&Ring::new(&program, stray).unwrap(), WorkQueue::Srq(7));
         program.ring_doorbell();
         let posted = rings.take_posted(|_| 4);
         assert_eq!(rings.garbage, 2);
         assert!(
             matches!(&posted[..], [Posted::Send(7, w, None), Posted::Recv(7, r)] if *w == wr && *r == recv)
         );
+    }
+
+    #[test]
+    fn work_left_for_want_of_room_is_taken_later_without_a_new_notice() {
+        let (region, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let (wake, _theirs) = sys::wake_pair().unwrap();
+        let mut rings = Rings::new(region, wake);
+        let (info, ring) = rings.new_ring(4, slot::recv_slot_size(1)).unwrap();
+        rings.rqs.insert(3, ring);
+        let mut rq = Ring::new(&program, info).unwrap();
+        let mut notices = Notices::new(&program);
+        let mut buf = [0u8; 32];
+        for wr_id in 0..3 {
+            let n = slot::encode_recv(&RecvWr { wr_id, sgl: vec![] }, &mut buf).unwrap();
+            assert!(rq.push(&buf[..n]));
+            notices.announce(&rq, WorkQueue::Recv(3));
+        }
+        program.ring_doorbell();
+        assert_eq!(rings.take_posted(|_| 2).len(), 2, "room for two");
+        assert_eq!(
+            rings.take_posted(|_| 2).len(),
+            1,
+            "the third, with no doorbell"
+        );
+        assert!(rings.take_posted(|_| 2).is_empty());
     }
 }
