@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use softrnic_emu_core::{
     Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    QpState, QpType, RecvWr, SendWr, VerbsError, Wc, WorkQueue,
+    QpState, QpType, RecvWr, SendWr, Sge, VerbsError, Wc, WcOpcode, WcStatus, WorkQueue,
 };
 
 use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
@@ -551,14 +551,15 @@ impl Client {
     /// WR the QP cannot carry (its state, type or capabilities), ENOMEM when the queue is full
     /// (the daemon leaves WRs in the ring while the QP's queue has no room).
     pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
-        let result = push_all(wrs, |wr| self.push_send(qpn, wr));
+        let result = push_all(wrs, |wr| self.push_send(qpn, wr, None));
         let rung = self.doorbell();
         result.and(rung)
     }
 
     /// Puts one send work request into the QP's ring, with `post_send`'s checks; the caller
-    /// rings the doorbell after a batch.
-    pub fn push_send(&mut self, qpn: u32, wr: SendWr) -> Result<()> {
+    /// rings the doorbell after a batch. An inline WR's bytes are `taken` by the caller, or
+    /// read here from the SGEs (a bad address is then EINVAL, not a fault).
+    pub fn push_send(&mut self, qpn: u32, wr: SendWr, taken: Option<&[u8]>) -> Result<()> {
         let einval = |m: &str| Error {
             errno: libc::EINVAL,
             message: m.into(),
@@ -572,25 +573,21 @@ impl Client {
         if sq.state < QpState::Rts && sq.state != QpState::Err {
             return Err(einval("the QP is not ready to send"));
         }
-        wr.check(sq.qp_type, &sq.cap)?;
-        let inline = if wr.is_inline() {
+        let len = wr.check(sq.qp_type, &sq.cap)? as usize;
+        let read;
+        let inline = match taken {
+            _ if !wr.is_inline() => None,
+            Some(bytes) if bytes.len() == len => Some(bytes),
+            Some(_) => return Err(einval("inline data of the wrong length")),
             // Inline bytes are taken now, at post time (IBA 10.8.2.2).
-            let len: usize = wr.sgl.iter().map(|s| s.length as usize).sum();
-            let mut data = vec![0u8; len];
-            let mut at = 0;
-            for sge in &wr.sgl {
-                let end = at + sge.length as usize;
-                sys::vm_read(std::process::id(), sge.addr, &mut data[at..end])
-                    .map_err(|_| einval("inline data address not readable"))?;
-                at = end;
+            None => {
+                read = self.read_inline(&wr.sgl, len)?;
+                Some(&read[..])
             }
-            Some(data)
-        } else {
-            None
         };
         let sq = self.sqs.get_mut(&qpn).expect("checked");
         self.slot.resize(sq.ring.slot_size(), 0);
-        let n = slot::encode_send(&wr, inline.as_deref(), &mut self.slot)
+        let n = slot::encode_send(&wr, inline, &mut self.slot)
             .ok_or_else(|| einval("the work request does not fit the QP's capabilities"))?;
         if !sq.ring.push(&self.slot[..n]) {
             return Err(Error {
@@ -600,6 +597,21 @@ impl Client {
         }
         announce(&mut self.notices, &sq.ring, WorkQueue::Send(qpn));
         Ok(())
+    }
+
+    /// The bytes of an inline WR's SGEs, read from this process safely.
+    fn read_inline(&self, sgl: &[Sge], len: usize) -> Result<Vec<u8>> {
+        let mut data = vec![0u8; len];
+        let mut at = 0;
+        for sge in sgl {
+            let end = at + sge.length as usize;
+            sys::vm_read(std::process::id(), sge.addr, &mut data[at..end]).map_err(|_| Error {
+                errno: libc::EINVAL,
+                message: "inline data address not readable".into(),
+            })?;
+            at = end;
+        }
+        Ok(data)
     }
 
     /// `ibv_post_recv`, through the QP's receive ring.
@@ -631,8 +643,17 @@ impl Client {
         Ok(())
     }
 
-    /// `ibv_poll_cq`: completions from the CQ's ring, with no syscall.
+    /// Up to `max` completions from the CQ's ring, in a new vector (tests and tools).
     pub fn poll_cq(&mut self, cq: u32, max: u32) -> Result<Vec<Wc>> {
+        let mut out = vec![Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); max as usize];
+        let n = self.poll_cq_into(cq, &mut out)?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// `ibv_poll_cq` into `out`: up to `out.len()` completions, with no syscall and no
+    /// allocation; how many.
+    pub fn poll_cq_into(&mut self, cq: u32, out: &mut [Wc]) -> Result<usize> {
         let ring = self.cqs.get_mut(&cq).ok_or(Error {
             errno: libc::EINVAL,
             message: "no such CQ".into(),
@@ -640,18 +661,19 @@ impl Client {
         // Completions that found the ring full wait in the daemon: room made here must wake
         // it, or they wait for its next timeout.
         let was_full = !ring.has_room();
-        let mut out = Vec::new();
-        while out.len() < max as usize && ring.pop(&mut self.slot) {
-            out.push(slot::decode_wc(&self.slot).ok_or_else(|| Error {
+        let mut got = 0;
+        while got < out.len() && ring.pop(&mut self.slot) {
+            out[got] = slot::decode_wc(&self.slot).ok_or_else(|| Error {
                 errno: libc::EIO,
                 message: "a completion slot the daemon did not write".into(),
-            })?);
+            })?;
+            got += 1;
         }
-        if was_full && !out.is_empty() {
+        if was_full && got > 0 {
             // A daemon gone is found below, when the ring is empty.
             let _ = self.doorbell();
         }
-        if out.is_empty() {
+        if got == 0 {
             // Completions already in the ring are the program's even after the daemon has
             // gone; then polls fail, as on a device that was removed. A program spinning here
             // makes no other call, so it is looked for every few polls.
@@ -666,7 +688,7 @@ impl Client {
             }
         }
         // A receive completion frees its work request's place in the queue.
-        for wc in out.iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
+        for wc in out[..got].iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
             let queue = match self.qp_srq.get(&wc.qp_num) {
                 Some(srq) => self.srqs.get_mut(srq),
                 None => self.rqs.get_mut(&wc.qp_num),
@@ -675,7 +697,7 @@ impl Client {
                 q.outstanding = q.outstanding.saturating_sub(1);
             }
         }
-        Ok(out)
+        Ok(got)
     }
 
     /// `ibv_create_comp_channel`: the channel and its fd, which gets a byte each time an armed

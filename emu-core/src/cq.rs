@@ -128,7 +128,7 @@ pub struct Wc {
 
 impl Wc {
     /// A completion with only the fields every completion has.
-    pub fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Wc {
+    pub const fn new(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp_num: u32) -> Wc {
         Wc {
             wr_id,
             status,

@@ -103,6 +103,33 @@ pub unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, c_int
     })
 }
 
+/// The most inline bytes a WR carries (the device's `max_inline_data`).
+pub const MAX_INLINE: usize = 256;
+
+/// An inline WR's bytes, copied from its buffers at post time as a hardware provider copies
+/// them into its WQE (IBA 10.8.2.2): no system call. `None` if the WR is not inline or is too
+/// long (the post then refuses it).
+///
+/// # Safety
+/// The SGEs of an inline WR must point at readable memory, as every provider requires.
+pub unsafe fn inline_bytes<'a>(wr: &SendWr, buf: &'a mut [u8; MAX_INLINE]) -> Option<&'a [u8]> {
+    if !wr.is_inline() {
+        return None;
+    }
+    let mut at = 0usize;
+    for s in &wr.sgl {
+        let end = at
+            .checked_add(s.length as usize)
+            .filter(|&e| e <= MAX_INLINE)?;
+        if s.length > 0 {
+            let src = std::slice::from_raw_parts(s.addr as *const u8, s.length as usize);
+            buf[at..end].copy_from_slice(src);
+        }
+        at = end;
+    }
+    Some(&buf[..at])
+}
+
 /// A receive work request.
 ///
 /// # Safety

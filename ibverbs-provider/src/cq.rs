@@ -1,20 +1,20 @@
 //! Completion queues (the classic `ibv_poll_cq` and the extended `ibv_start_poll` API) and
 //! completion channels.
 
-use std::collections::VecDeque;
 use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr;
-use std::sync::Mutex;
 
-use softrnic_emu_core::Wc;
+use softrnic_emu_core::{Wc, WcOpcode, WcStatus};
 
 use crate::abi::*;
 use crate::context::Context;
 use crate::{convert, free_after, or_null, set_errno};
 
 /// How many completions one fetch from the ring takes at most.
-const BATCH: u32 = 32;
+const BATCH: usize = 32;
+/// A completion to overwrite.
+const BLANK: Wc = Wc::new(0, WcStatus::Success, WcOpcode::Send, 0);
 
 /// A CQ. `ibv_cq_ex` comes first and begins with `ibv_cq`'s layout, so both of the program's
 /// pointers lead here.
@@ -23,9 +23,6 @@ pub struct Cq {
     /// What the program reads.
     pub ex: ibv_cq_ex,
     id: u32,
-    /// Completions taken from the ring and not yet given to the program. Its own lock, as
-    /// `ibv_poll_cq` may be called on one CQ from several threads.
-    pending: Mutex<VecDeque<Wc>>,
     /// The completion the extended API is reading.
     current: Option<Wc>,
 }
@@ -54,24 +51,17 @@ impl Cq {
         unsafe { Context::from_ibv(self.ex.context) }
     }
 
-    /// The next completion, fetching a batch from the ring when none is pending.
-    fn next(&self) -> Result<Option<Wc>, c_int> {
-        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending.is_empty() {
-            let id = self.id;
-            let got = self.ctx().call("ibv_poll_cq", |c| c.poll_cq(id, BATCH))?;
-            if got.is_empty() {
-                drop(pending);
-                // A program spinning on an empty CQ would keep the daemon, which produces its
-                // completions, off the CPU on a machine with few cores: give way once per
-                // empty poll.
-                std::thread::yield_now();
-                return Ok(None);
-            }
-            pending.extend(got);
-        }
-        Ok(pending.pop_front())
+    /// Up to `out.len()` completions, straight from the ring.
+    fn poll(&self, out: &mut [Wc]) -> Result<usize, c_int> {
+        let id = self.id;
+        self.ctx().call("ibv_poll_cq", |c| c.poll_cq_into(id, out))
     }
+}
+
+/// A program spinning on an empty CQ would keep the daemon, which produces its completions,
+/// off the CPU on a machine with few cores: give way once per empty poll.
+fn found_none() {
+    std::thread::yield_now();
 }
 
 unsafe fn cq<'a>(p: *mut ibv_cq) -> &'a mut Cq {
@@ -119,7 +109,6 @@ unsafe fn create(
     let p = Box::into_raw(Box::new(Cq {
         ex,
         id,
-        pending: Mutex::new(VecDeque::new()),
         current: None,
     }));
     ctx.lock().objects.cqs.insert(id, p as usize);
@@ -159,20 +148,30 @@ pub unsafe extern "C" fn poll_cq(cq_: *mut ibv_cq, n: c_int, wc: *mut ibv_wc) ->
     if n < 0 || (n > 0 && wc.is_null()) {
         return -libc::EINVAL;
     }
-    // Shared: several threads may poll one CQ.
+    // Shared: several threads may poll one CQ (the context's lock orders them).
     let cq = &*cq_.cast::<Cq>();
+    let mut batch = [BLANK; BATCH];
     let mut got = 0;
-    while got < n {
-        match cq.next() {
-            Ok(Some(w)) => {
-                wc.add(got as usize).write(convert::wc(&w));
-                got += 1;
+    while got < n as usize {
+        let want = (n as usize - got).min(BATCH);
+        match cq.poll(&mut batch[..want]) {
+            Ok(k) => {
+                for (i, w) in batch[..k].iter().enumerate() {
+                    wc.add(got + i).write(convert::wc(w));
+                }
+                got += k;
+                if k < want {
+                    break;
+                }
             }
-            Ok(None) => break,
-            Err(e) => return if got > 0 { got } else { -e },
+            Err(e) if got == 0 => return -e,
+            Err(_) => break,
         }
     }
-    got
+    if got == 0 {
+        found_none();
+    }
+    got as c_int
 }
 
 /// `ops.req_notify_cq`.
@@ -194,14 +193,17 @@ unsafe fn ex<'a>(p: *mut ibv_cq_ex) -> &'a mut Cq {
 /// Makes the next completion current: ENOENT when there is none.
 unsafe fn advance(p: *mut ibv_cq_ex) -> c_int {
     let cq = ex(p);
-    match cq.next() {
-        Ok(Some(w)) => {
+    let mut one = [BLANK];
+    match cq.poll(&mut one) {
+        Ok(1) => {
+            let [w] = one;
             cq.ex.wr_id = w.wr_id;
             cq.ex.status = w.status as u32;
             cq.current = Some(w);
             0
         }
-        Ok(None) => {
+        Ok(_) => {
+            found_none();
             cq.current = None;
             libc::ENOENT
         }
@@ -290,11 +292,6 @@ exported! {
             return libc::EINVAL;
         }
         let cq = cq(cq_);
-        // Completions already taken from the ring must fit too (rxe: EINVAL).
-        let waiting = cq.pending.lock().map_or(0, |p| p.len());
-        if (cqe as usize) < waiting {
-            return libc::EINVAL;
-        }
         let id = cq.id;
         match cq.ctx().call("ibv_resize_cq", |c| c.resize_cq(id, cqe as u32)) {
             Ok(()) => {

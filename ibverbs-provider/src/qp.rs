@@ -211,7 +211,9 @@ pub unsafe extern "C" fn post_send(
         |w| w.next,
         |c, w| {
             let wr = convert::send_wr(w, t)?;
-            c.push_send(qpn, wr).map_err(errno)
+            let mut buf = [0u8; convert::MAX_INLINE];
+            let inline = convert::inline_bytes(&wr, &mut buf);
+            c.push_send(qpn, wr, inline).map_err(errno)
         },
     )
 }
