@@ -28,7 +28,7 @@ use std::time::{Duration, Instant as StdInstant};
 
 use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant, MAX_FRAME};
 use softrnic_link::Link;
-use softrnic_wire::EthernetAddress;
+use softrnic_wire::{EthernetAddress, Icrc};
 
 pub use memory::ProcessMemory;
 use softrnic_client::proto::{self, BackendKind, DeviceInfo, UpRequest};
@@ -445,6 +445,14 @@ impl Daemon {
                 }
                 any = true;
             }
+            // A frame of a device with no wire reaches only engines of this daemon (which take
+            // it as trusted): its ICRC is computed only while a capture can show it.
+            let local_only = matches!(dev.wire, Wire::Local) && !capturing;
+            dev.engine.set_icrc(if local_only {
+                Icrc::Skip
+            } else {
+                Icrc::Compute
+            });
             let engine = &mut dev.engine;
             let taps = &mut self.taps;
             if let Some(link) = dev.wire.link() {
@@ -551,7 +559,7 @@ impl Daemon {
                 self.taps.push((to, false, frame.to_vec()));
             }
             if let Some(target) = self.devices[to].as_mut() {
-                target.engine.handle_packet(out.now, frame);
+                target.engine.handle_trusted_packet(out.now, frame);
             }
         }
         local.bytes.clear();

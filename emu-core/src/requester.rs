@@ -284,7 +284,7 @@ fn build<M: Memory>(
         None => dma::gather(&sh.mem, &sh.keys, qp.pd, &w.wr.sgl, offset, payload)?,
     }
     let n = repr
-        .emit_in_place(payload_len as usize, buf)
+        .emit_in_place_with(payload_len as usize, buf, sh.icrc)
         .map_err(|_| WcStatus::LocLenErr)?;
 
     // Advance.

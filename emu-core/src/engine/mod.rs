@@ -8,8 +8,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use smoltcp::wire::EthernetAddress;
 use softrnic_wire::mad::{GSI_QKEY, GSI_QPN};
 use softrnic_wire::{
-    BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, IpRepr, MULTICAST_QPN, Opcode,
-    Transport, frame,
+    BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, Icrc, IpRepr, MULTICAST_QPN, Opcode,
+    ParsedFrame, Transport, frame,
 };
 
 use crate::ah::AddressHandle;
@@ -133,6 +133,7 @@ impl<M: Memory> Engine<M> {
                 gids: config.gids,
                 port_mtu: port.active_mtu,
                 timers: Timers::default(),
+                icrc: Icrc::Compute,
             },
             pds: Slab::default(),
             qps: QpMap::default(),
@@ -184,6 +185,13 @@ impl<M: Memory> Engine<M> {
     pub fn set_gids(&mut self, gids: Vec<Gid>) {
         self.sh.gids = gids;
         self.rebuild_paths();
+    }
+
+    /// Whether the frames this engine builds carry a computed ICRC. A device whose frames reach
+    /// no wire and no capture (they go to engines of the same process, which take them with
+    /// [`handle_trusted_packet`](Self::handle_trusted_packet)) may skip the work.
+    pub fn set_icrc(&mut self, icrc: Icrc) {
+        self.sh.icrc = icrc;
     }
 
     /// Changes the device's MAC (its interface's changed, as in a bond's failover): frames
@@ -300,7 +308,17 @@ impl<M: Memory> Engine<M> {
     /// Handles one received frame. Anything malformed, misaddressed or unexpected is dropped
     /// and counted; nothing from the wire can make the engine panic.
     pub fn handle_packet(&mut self, now: Instant, frame: &[u8]) {
-        let pkt = match frame::parse(frame) {
+        self.receive(now, frame::parse(frame));
+    }
+
+    /// Handles a frame another engine of this process built (same-host delivery): as
+    /// [`handle_packet`](Self::handle_packet), but its ICRC, which it may lack, is not checked.
+    pub fn handle_trusted_packet(&mut self, now: Instant, frame: &[u8]) {
+        self.receive(now, frame::parse_unverified(frame));
+    }
+
+    fn receive(&mut self, now: Instant, parsed: Result<ParsedFrame, WireError>) {
+        let pkt = match parsed {
             Ok(p) => p,
             Err(WireError::BadIcrc { .. }) => {
                 self.sh.counters.rcvd_icrc_err += 1;

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use smoltcp::wire::EthernetAddress;
-use softrnic_wire::{EthRepr, IpRepr, UdpChecksum, UdpRepr};
+use softrnic_wire::{EthRepr, Icrc, IpRepr, UdpChecksum, UdpRepr};
 
 use crate::ah::AddressHandle;
 use crate::attr::Mtu;
@@ -40,6 +40,8 @@ pub(crate) struct Shared<M> {
     pub gids: Vec<Gid>,
     pub port_mtu: Mtu,
     pub timers: Timers,
+    /// Whether built frames get their ICRC.
+    pub icrc: Icrc,
 }
 
 impl<M> Shared<M> {

@@ -152,7 +152,9 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
             return poll(qp, sh, buf);
         }
     }
-    let n = repr.emit_in_place(payload_len as usize, buf).ok()?;
+    let n = repr
+        .emit_in_place_with(payload_len as usize, buf, sh.icrc)
+        .ok()?;
     if done {
         qp.resp.out.pop_front();
     } else if let Response::Read {

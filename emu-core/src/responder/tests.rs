@@ -184,3 +184,26 @@ fn a_read_beyond_max_dest_rd_atomic_is_an_invalid_request() {
     assert_eq!(got.len(), 3);
     assert_eq!(got[2], (O::RcAcknowledge, RQ_PSN + 2, Some(nak), 0));
 }
+
+#[test]
+fn a_frame_without_its_icrc_is_taken_only_from_a_trusted_builder() {
+    let mut b = Bench::rc();
+    b.post_recv(7, 0, 64);
+    let mut frame = b.frame(O::RcSendOnly, RQ_PSN, ExtRepr::default(), &[3; 8]);
+    let n = frame.len();
+    frame[n - 4..].fill(0);
+    b.engine.handle_packet(b.now, &frame);
+    assert_eq!(
+        b.engine.counters().rcvd_icrc_err,
+        1,
+        "from the wire: dropped"
+    );
+    assert!(b.completions().is_empty());
+    b.engine.handle_trusted_packet(b.now, &frame);
+    assert_eq!(b.completions(), [(7, WcStatus::Success, WcOpcode::Recv)]);
+    // An engine told to skip its ICRCs sends them zero.
+    b.engine.set_icrc(softrnic_wire::Icrc::Skip);
+    let mut buf = vec![0; crate::MAX_FRAME];
+    let n = b.engine.poll_transmit(b.now, &mut buf).expect("the ACK");
+    assert_eq!(buf[n - 4..n], [0; 4]);
+}

@@ -136,6 +136,17 @@ impl FrameRepr {
     /// its data once, straight into the frame. Returns the frame's length; fails as
     /// [`emit`](Self::emit) does.
     pub fn emit_in_place(&self, payload_len: usize, buf: &mut [u8]) -> Result<usize> {
+        self.emit_in_place_with(payload_len, buf, Icrc::Compute)
+    }
+
+    /// [`emit_in_place`](Self::emit_in_place), with the ICRC computed or left zero: a frame
+    /// that reaches no wire and no capture (same-host delivery) needs none.
+    pub fn emit_in_place_with(
+        &self,
+        payload_len: usize,
+        buf: &mut [u8],
+        icrc: Icrc,
+    ) -> Result<usize> {
         let info = self.bth.opcode.info();
         if self.ext.headers() != info.headers.difference(Headers::CNP_RESERVED) {
             return Err(Error::HeadersMismatch);
@@ -225,8 +236,11 @@ impl FrameRepr {
             .emit(&mut Bth::new_unchecked(&mut buf[l.bth..]), pad as u8);
         self.ext.emit(info.headers, &mut buf[l.ext..l.payload]);
         buf[l.pad..l.icrc].fill(0);
-        let icrc = icrc::compute_in_place(&mut buf[l.ip..l.icrc])?;
-        buf[l.icrc..l.end].copy_from_slice(&icrc::to_bytes(icrc));
+        let crc = match icrc {
+            Icrc::Compute => icrc::compute_in_place(&mut buf[l.ip..l.icrc])?,
+            Icrc::Skip => 0,
+        };
+        buf[l.icrc..l.end].copy_from_slice(&icrc::to_bytes(crc));
 
         // Last: the UDP checksum covers the ICRC (and the ICRC masks the UDP checksum).
         if self.udp.checksum == UdpChecksum::Computed {
@@ -235,6 +249,15 @@ impl FrameRepr {
         }
         Ok(l.end)
     }
+}
+
+/// Whether a frame built gets its ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Icrc {
+    /// Computed: the frame may reach a wire or a capture.
+    Compute,
+    /// Left zero: the frame goes only to a receiver that trusts its builder.
+    Skip,
 }
 
 /// A parsed frame: its headers as values, where each part is, and the frame it borrows.
