@@ -61,3 +61,14 @@ fn engine_ops_corpus() {
 fn cm_corpus() {
     run_engine("cm", softrnic_emu_core::fuzz::cm);
 }
+
+#[test]
+fn ring_slots_corpus() {
+    use softrnic_client::slot;
+    run("ring_slots", slot::fuzz);
+    // The seeds are real slots: each kind decodes from one at least.
+    let seeds = corpus("ring_slots");
+    assert!(seeds.iter().any(|s| slot::decode_send(s).is_some()));
+    assert!(seeds.iter().any(|s| slot::decode_recv(s).is_some()));
+    assert!(seeds.iter().any(|s| slot::decode_wc(s).is_some()));
+}
