@@ -17,6 +17,7 @@
 //! The region is shared with a program the daemon does not trust: the daemon keeps its own copy
 //! of the indices it owns, and checks every length and index it reads.
 
+use std::collections::BTreeMap;
 use std::io;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
@@ -63,6 +64,11 @@ pub struct RingInfo {
 impl RingInfo {
     fn bytes(&self) -> usize {
         SLOTS + self.slots as usize * self.slot_size as usize
+    }
+
+    /// The place it takes in a region: its bytes, rounded up to whole cache lines.
+    fn size(&self) -> usize {
+        self.bytes().next_multiple_of(64)
     }
 }
 
@@ -209,35 +215,53 @@ impl Notices {
     }
 }
 
-/// Places rings in a region, one after the other (the daemon).
+/// Places rings in a region (the daemon): one after the other, and again in the place of a
+/// freed ring of the same size, so a program that creates and destroys objects for ever does
+/// not run out of room.
 #[derive(Debug)]
 pub struct Allocator {
     next: usize,
+    /// Freed places, by their size in bytes.
+    free: BTreeMap<usize, Vec<usize>>,
 }
 
 impl Default for Allocator {
     fn default() -> Allocator {
         Allocator {
             next: HEADER + NOTICES.bytes(),
+            free: BTreeMap::new(),
         }
     }
 }
 
 impl Allocator {
     /// Room for a ring of at least `entries` slots of `slot_size` bytes; ENOMEM when the region
-    /// is full.
+    /// is full. A reused place still holds its last ring's indices: [`Ring::reset`] them.
     pub fn ring(&mut self, entries: u32, slot_size: u32) -> io::Result<RingInfo> {
-        let info = RingInfo {
-            offset: self.next as u64,
+        let mut info = RingInfo {
+            offset: 0,
             slots: entries.max(1).next_power_of_two(),
             slot_size,
         };
-        let end = (self.next + info.bytes() + 63) & !63;
-        if end > REGION_BYTES {
+        let size = info.size();
+        if let Some(at) = self.free.get_mut(&size).and_then(Vec::pop) {
+            info.offset = at as u64;
+            return Ok(info);
+        }
+        if self.next + size > REGION_BYTES {
             return Err(io::Error::from_raw_os_error(libc::ENOMEM));
         }
-        self.next = end;
+        info.offset = self.next as u64;
+        self.next += size;
         Ok(info)
+    }
+
+    /// The ring at `info` is gone: its place may be given again.
+    pub fn free(&mut self, info: RingInfo) {
+        self.free
+            .entry(info.size())
+            .or_default()
+            .push(info.offset as usize);
     }
 }
 
@@ -271,6 +295,20 @@ impl Ring {
             info,
             mine: 0,
         })
+    }
+
+    /// Where it lives.
+    pub fn info(&self) -> RingInfo {
+        self.info
+    }
+
+    /// Empties a ring whose place held another ring before (the daemon, before the program
+    /// has it).
+    pub fn reset(&mut self) {
+        self.mine = 0;
+        self.producer().store(0, Ordering::Release);
+        self.consumer().store(0, Ordering::Release);
+        self.announced().store(0, Ordering::Release);
     }
 
     fn producer(&self) -> &AtomicU32 {
@@ -442,6 +480,31 @@ mod tests {
             from_word(to_word(WorkQueue::Srq(5))),
             Some(WorkQueue::Srq(5))
         );
+    }
+
+    #[test]
+    fn a_freed_place_is_given_to_the_next_ring_of_its_size() {
+        let (region, _fd) = Region::create().unwrap();
+        let mut alloc = Allocator::default();
+        let a = alloc.ring(16, 112).unwrap();
+        alloc.ring(16, 32).unwrap();
+        let mut ring = Ring::new(&region, a).unwrap();
+        assert!(ring.push(&[7; 112]));
+        alloc.free(a);
+        assert_ne!(alloc.ring(16, 32).unwrap().offset, a.offset, "another size");
+        let again = alloc.ring(16, 112).unwrap();
+        assert_eq!(again, a);
+        assert_ne!(alloc.ring(16, 112).unwrap().offset, a.offset, "given once");
+        // Reset, the place holds an empty ring again.
+        let mut consumer = Ring::new(&region, again).unwrap();
+        consumer.reset();
+        assert!(!consumer.has_message());
+        let mut producer = Ring::new(&region, again).unwrap();
+        assert!(producer.push(&[1; 112]));
+        let mut out = Vec::new();
+        assert!(consumer.pop(&mut out));
+        assert_eq!(out, [1; 112]);
+        assert!(!consumer.has_message());
     }
 
     #[test]

@@ -312,7 +312,8 @@ impl Daemon {
             Request::DestroyCq(cq) if o.cqs.contains(&cq) => {
                 handle_or(engine.destroy_cq(cq), |()| {
                     o.cqs.remove(&cq);
-                    ctx.rings.cqs.remove(&cq);
+                    let ring = ctx.rings.cqs.remove(&cq);
+                    ctx.rings.free(ring);
                     ctx.cq_channel.remove(&cq);
                     Reply::Ok
                 })
@@ -333,10 +334,16 @@ impl Daemon {
                         .and_then(|sq| {
                             let rq = match init.srq {
                                 Some(_) => None,
-                                None => Some(ctx.rings.new_ring(
+                                None => match ctx.rings.new_ring(
                                     init.cap.max_recv_wr,
                                     slot::recv_slot_size(init.cap.max_recv_sge),
-                                )?),
+                                ) {
+                                    Ok(rq) => Some(rq),
+                                    Err(e) => {
+                                        ctx.rings.free([sq.1]);
+                                        return Err(e);
+                                    }
+                                },
                             };
                             Ok((sq, rq))
                         });
@@ -370,8 +377,9 @@ impl Daemon {
             Request::DestroyQp(qpn) if o.qps.contains(&qpn) => {
                 handle_or(engine.destroy_qp(qpn), |()| {
                     o.qps.remove(&qpn);
-                    ctx.rings.sqs.remove(&qpn);
-                    ctx.rings.rqs.remove(&qpn);
+                    let sq = ctx.rings.sqs.remove(&qpn);
+                    let rq = ctx.rings.rqs.remove(&qpn);
+                    ctx.rings.free(sq.into_iter().chain(rq));
                     Reply::Ok
                 })
             }
@@ -396,7 +404,8 @@ impl Daemon {
                                     ring.push(&wc);
                                 }
                             }
-                            ctx.rings.cqs.insert(cq, ring);
+                            let old = ctx.rings.cqs.insert(cq, ring);
+                            ctx.rings.free(old);
                             Reply::CqCreated { cq, ring: info }
                         }
                         Err(e) => error(libc::ENOMEM, e.to_string()),
@@ -426,7 +435,8 @@ impl Daemon {
             Request::DestroySrq(srq) if o.srqs.contains(&srq) => {
                 handle_or(engine.destroy_srq(srq), |()| {
                     o.srqs.remove(&srq);
-                    ctx.rings.srqs.remove(&srq);
+                    let ring = ctx.rings.srqs.remove(&srq);
+                    ctx.rings.free(ring);
                     Reply::Ok
                 })
             }

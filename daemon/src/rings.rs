@@ -61,11 +61,21 @@ impl Rings {
         self.wake.as_ref().map(AsRawFd::as_raw_fd)
     }
 
-    /// Room for a new ring of `entries` slots.
+    /// Room for a new, empty ring of `entries` slots.
     pub fn new_ring(&mut self, entries: u32, slot_size: u32) -> io::Result<(RingInfo, Ring)> {
         let region = self.region.as_ref().ok_or(io::ErrorKind::NotConnected)?;
         let info = self.alloc.ring(entries, slot_size)?;
-        Ok((info, Ring::new(region, info)?))
+        let mut ring = Ring::new(region, info)?;
+        ring.reset();
+        Ok((info, ring))
+    }
+
+    /// The rings of a destroyed object (or a CQ's ring replaced by a resize): their places may
+    /// be given again.
+    pub fn free(&mut self, rings: impl IntoIterator<Item = Ring>) {
+        for ring in rings {
+            self.alloc.free(ring.info());
+        }
     }
 
     /// Whether the program rang the doorbell since the daemon last took its work.
@@ -239,5 +249,21 @@ mod tests {
             "the third, with no doorbell"
         );
         assert!(rings.take_posted(|_| 2).is_empty());
+    }
+
+    #[test]
+    fn the_place_of_a_destroyed_ring_is_given_again_empty() {
+        let (region, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let (wake, _theirs) = sys::wake_pair().unwrap();
+        let mut rings = Rings::new(region, wake);
+        let size = slot::recv_slot_size(1);
+        let (info, ring) = rings.new_ring(4, size).unwrap();
+        let mut rq = Ring::new(&program, info).unwrap();
+        assert!(rq.push(&[0; 32]));
+        rings.free([ring]);
+        let (again, ring) = rings.new_ring(4, size).unwrap();
+        assert_eq!(again, info);
+        assert!(!ring.has_message(), "what the old ring held is gone");
     }
 }

@@ -962,3 +962,21 @@ fn bad_requests_get_errors_and_the_daemon_carries_on() {
     let mut c = Client::connect(d.path()).unwrap();
     assert_eq!(c.devices().unwrap().len(), 1);
 }
+
+#[test]
+fn a_context_that_creates_and_destroys_qps_for_ever_keeps_room_for_its_rings() {
+    let d = daemon("churn", 1);
+    let mut c = Client::connect(d.path()).unwrap();
+    c.open("srnic0").unwrap();
+    let pd = c.alloc_pd().unwrap();
+    let cq = c.create_cq(16).unwrap();
+    // Rings of about 60 KiB a QP: 10,000 of them take more than a context's region holds,
+    // unless the place of each destroyed QP's rings is given to the next.
+    let init = QpInit::new(QpType::Rc, cq, QpCap::new(256, 4, 0));
+    for n in 0..10_000 {
+        let qp = c
+            .create_qp(pd, init)
+            .unwrap_or_else(|e| panic!("QP {n}: {e}"));
+        c.destroy_qp(qp).unwrap();
+    }
+}
