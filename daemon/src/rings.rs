@@ -175,12 +175,18 @@ mod tests {
     use super::*;
     use softrnic_emu_core::{QpCap, SendFlags, SendOp, Sge};
 
-    #[test]
-    fn garbage_a_program_writes_into_its_rings_is_counted_and_skipped() {
+    /// A context's rings, the program's mapping of its region, and the program's end of the
+    /// wake-up socket (kept open).
+    fn context() -> (Rings, Arc<Region>, OwnedFd) {
         let (region, fd) = Region::create().unwrap();
         let program = Region::open(&fd).unwrap();
-        let (wake, _theirs) = sys::wake_pair().unwrap();
-        let mut rings = Rings::new(region, wake);
+        let (wake, theirs) = sys::wake_pair().unwrap();
+        (Rings::new(region, wake), program, theirs)
+    }
+
+    #[test]
+    fn garbage_a_program_writes_into_its_rings_is_counted_and_skipped() {
+        let (mut rings, program, _theirs) = context();
         let cap = QpCap::new(4, 1, 0);
         let (sq_info, sq) = rings.new_ring(4, slot::send_slot_size(&cap)).unwrap();
         let (rq_info, rq) = rings.new_ring(4, slot::recv_slot_size(1)).unwrap();
@@ -227,10 +233,7 @@ mod tests {
 
     #[test]
     fn work_left_for_want_of_room_is_taken_later_without_a_new_notice() {
-        let (region, fd) = Region::create().unwrap();
-        let program = Region::open(&fd).unwrap();
-        let (wake, _theirs) = sys::wake_pair().unwrap();
-        let mut rings = Rings::new(region, wake);
+        let (mut rings, program, _theirs) = context();
         let (info, ring) = rings.new_ring(4, slot::recv_slot_size(1)).unwrap();
         rings.rqs.insert(3, ring);
         let mut rq = Ring::new(&program, info).unwrap();
@@ -253,10 +256,7 @@ mod tests {
 
     #[test]
     fn the_place_of_a_destroyed_ring_is_given_again_empty() {
-        let (region, fd) = Region::create().unwrap();
-        let program = Region::open(&fd).unwrap();
-        let (wake, _theirs) = sys::wake_pair().unwrap();
-        let mut rings = Rings::new(region, wake);
+        let (mut rings, program, _theirs) = context();
         let size = slot::recv_slot_size(1);
         let (info, ring) = rings.new_ring(4, size).unwrap();
         let mut rq = Ring::new(&program, info).unwrap();
