@@ -29,19 +29,19 @@ pub const MAX_PKTS_PER_ACK: u32 = 64;
 /// Does what the completer asks after a response or a timeout: go back (or on) to a PSN,
 /// wait out an RNR NAK.
 pub(crate) fn follow<M>(qp: &mut Qp, sh: &mut Shared<M>, d: Directive) {
-    let mtu = qp.mtu(sh);
-    if let Some(psn) = d.resend_from {
-        let front = qp.sq.front().filter(|w| w.sent);
-        qp.req.rewind(front, psn, mtu);
-    }
+    let mut resend_from = d.resend_from;
     if let Some(acked) = d.acknowledged {
         qp.req.acked = acked;
         // A resend in progress may be overtaken by ACKs for what it was about to send again
         // (the first transmission got through after all): it skips what is acknowledged.
-        if psn::diff(acked, qp.req.psn) > 0 {
-            let front = qp.sq.front().filter(|w| w.sent);
-            qp.req.rewind(front, acked, mtu);
+        if psn::diff(acked, resend_from.unwrap_or(qp.req.psn)) > 0 {
+            resend_from = Some(acked);
         }
+    }
+    if let Some(psn) = resend_from {
+        let mtu = qp.mtu(sh);
+        let front = qp.sq.front().filter(|w| w.sent);
+        qp.req.rewind(front, psn, mtu);
     }
     if let Some(until) = d.wait_until
         && qp.state != QpState::Err
