@@ -3,7 +3,9 @@
 //! from them.
 
 use core::ffi::{c_char, c_int};
+use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use softrnic_client::client::Client;
@@ -17,7 +19,18 @@ use crate::{device, errno_of, fail, id};
 pub(crate) struct ChannelPriv {
     pub ch: rdma_event_channel,
     pub client: Mutex<Client>,
+    /// Which channel this is, never reused (an address can be).
+    serial: u64,
     _fd: OwnedFd,
+}
+
+/// The serials of the channels not yet destroyed: tells a blocked reader whether the end of its
+/// notification pipe means the daemon went away or the program closed the channel under it.
+static OPEN: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+static SERIAL: AtomicU64 = AtomicU64::new(0);
+
+fn open_set() -> MutexGuard<'static, BTreeSet<u64>> {
+    OPEN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A new channel, as `rdma_create_event_channel` makes it.
@@ -25,9 +38,12 @@ pub(crate) fn open() -> Result<*mut rdma_event_channel, c_int> {
     device::init()?;
     let mut client = Client::connect(&default_socket()).map_err(|e| e.errno)?;
     let fd = client.cm_open().map_err(|e| e.errno)?;
+    let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
+    open_set().insert(serial);
     let ch = Box::new(ChannelPriv {
         ch: rdma_event_channel { fd: fd.as_raw_fd() },
         client: Mutex::new(client),
+        serial,
         _fd: fd,
     });
     Ok(Box::into_raw(ch).cast())
@@ -47,19 +63,34 @@ pub(crate) unsafe fn client<'a>(ch: *mut rdma_event_channel) -> MutexGuard<'a, C
 /// # Safety
 /// `ch` must be a channel this library made, not used again.
 pub(crate) unsafe fn close(ch: *mut rdma_event_channel) {
-    drop(Box::from_raw(ch.cast::<ChannelPriv>()));
+    // Forgotten before the pipe closes, so that a reader woken by the close knows why.
+    let ch = Box::from_raw(ch.cast::<ChannelPriv>());
+    open_set().remove(&ch.serial);
+    drop(ch);
 }
 
 /// Waits for the next event of `ch` (or finds none, on a non-blocking fd: EAGAIN) and reads
 /// it from the daemon. A notification whose event went before it was read (its id destroyed,
 /// its multicast join left) is passed over.
 unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_client::proto::CmEvent, c_int> {
+    // Read while the channel is certainly open: it may be freed while this thread waits.
+    let serial = (*ch.cast::<ChannelPriv>()).serial;
     loop {
         match softrnic_sys::take_notification((*ch).fd) {
             Ok(true) => {}
             Ok(false) => return Err(libc::EAGAIN),
-            // The daemon is gone: as a removed rdma_cm device.
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(libc::ENODEV),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                if open_set().contains(&serial) {
+                    // The daemon is gone: as a removed rdma_cm device.
+                    return Err(libc::ENODEV);
+                }
+                // Another thread destroyed the channel while this one waited in it. The
+                // kernel's read holds the file open, so such a reader sleeps until the process
+                // ends (rping's event thread relies on it); this one does the same.
+                loop {
+                    std::thread::park();
+                }
+            }
             Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
         }
         match client(ch).cm_event() {

@@ -369,29 +369,10 @@ fn exec_starts_a_daemon_with_a_local_device_when_none_runs() {
     let _ = std::fs::remove_file(socket.with_extension("log"));
 }
 
-/// Compiles `tests/c/NAME.c` against Debian's libibverbs headers.
-fn c_program(name: &str) -> PathBuf {
-    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let cc = Command::new("cc")
-        .args(["-O1", "-Wall", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .arg("-libverbs")
-        .output()
-        .expect("cc (gcc)");
-    assert!(
-        cc.status.success(),
-        "compiling needs gcc and libibverbs-dev: {}",
-        text(&cc.stderr)
-    );
-    exe
-}
-
 #[test]
 fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_epoll() {
     let _serial = serial();
-    let exe = c_program("events");
+    let exe = c_program("events", &["-libverbs"]);
     let host = Host::start("events", None, None);
     let out = host.program(&[exe.display().to_string()]).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -493,7 +474,7 @@ fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
 #[test]
 fn a_c_program_is_told_when_the_daemon_dies() {
     let _serial = serial();
-    let exe = c_program("fatal");
+    let exe = c_program("fatal", &["-libverbs"]);
     let mut host = Host::start("fatal", None, None);
     let mut program = host
         .program(&[exe.display().to_string()])

@@ -142,6 +142,27 @@ fn rping_checks_its_data_both_ways() {
     });
 }
 
+/// rping's event thread still waits in `rdma_get_cm_event` when its main thread destroys the
+/// channel and returns: that thread must sleep on, as with the kernel, not wake with ENODEV
+/// and end the program with exit(-1) (a race that failed the test above on a busy machine).
+#[test]
+fn a_thread_waiting_on_a_destroyed_channel_sleeps_on() {
+    let _serial = serial();
+    let exe = c_program("cm_close", &["-lrdmacm"]);
+    let host = Host::start("cmclose", None, None);
+    let mut program = Running(
+        host.program(&[exe.display().to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let status = program.wait_at_most(LIMIT);
+    let out = program.output();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}: {out}");
+    assert!(out.starts_with("ok\n"), "{out}");
+}
+
 #[test]
 fn ucmatose_runs_several_connections_and_udaddy_resolves_with_sidr() {
     let _serial = serial();

@@ -180,6 +180,25 @@ impl Drop for Running {
     }
 }
 
+/// Compiles `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs`.
+pub fn c_program(name: &str, libs: &[&str]) -> PathBuf {
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let cc = Command::new("cc")
+        .args(["-O1", "-Wall", "-Werror", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .args(libs)
+        .output()
+        .expect("cc (gcc)");
+    assert!(
+        cc.status.success(),
+        "compiling needs gcc, libibverbs-dev and librdmacm-dev: {}",
+        text(&cc.stderr)
+    );
+    exe
+}
+
 pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
