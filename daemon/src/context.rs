@@ -24,7 +24,7 @@ pub(super) struct Owned {
     pub qps: BTreeSet<u32>,
 }
 
-/// One connection.
+/// One connection, as the control thread serves it.
 pub(super) struct Context {
     pub stream: UnixStream,
     pub inbuf: Vec<u8>,
@@ -33,30 +33,37 @@ pub(super) struct Context {
     /// A capture: which device (`Some(None)`: every one), and frames lost since the last sent.
     pub capture: Option<Option<usize>>,
     pub dropped: u64,
-    /// Events for this context's objects, until it asks for them.
-    pub events: VecDeque<Event>,
     /// The stream is out of step (a length beyond the limit): close after the reply.
     pub broken: bool,
-    /// The shared region and its rings (empty until a device is opened).
-    pub rings: Rings,
     /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
     pub send_fds: Vec<OwnedFd>,
+    pub pid: u32,
+    pub uid: u32,
+    pub space: Space,
+    /// The device opened, by index; what the context has there is its [`Port`].
+    pub device: Option<usize>,
+    pub hello: bool,
+    /// An RDMA CM event channel's events (a connection is a device context or a channel).
+    pub cm: Option<crate::rdma_cm::Channel>,
+}
+
+/// A context's side of the device it opened, which the device's worker serves: its rings, the
+/// objects it owns, and where their events go.
+pub(super) struct Port {
+    pub pid: u32,
+    pub space: Space,
+    /// The shared region and its rings.
+    pub rings: Rings,
+    pub owned: Owned,
+    /// Events for this context's objects, until it asks for them.
+    pub events: VecDeque<Event>,
     /// Completion channels: each the write end of its notification pipe (a byte per
     /// notification) and the CQs that fired since it was last asked; and which channel each CQ
     /// notifies.
     pub channels: BTreeMap<u32, (OwnedFd, Vec<u32>)>,
-    /// The write end of the async event pipe: a byte per event in `events`.
-    pub async_notify: Option<OwnedFd>,
     pub cq_channel: BTreeMap<u32, u32>,
-    pub pid: u32,
-    pub uid: u32,
-    pub space: Space,
-    /// The device opened, by index.
-    pub device: Option<usize>,
-    pub hello: bool,
-    pub owned: Owned,
-    /// An RDMA CM event channel's events (a connection is a device context or a channel).
-    pub cm: Option<crate::rdma_cm::Channel>,
+    /// The write end of the async event pipe: a byte per event in `events`.
+    pub async_notify: OwnedFd,
 }
 
 impl Context {
@@ -67,19 +74,13 @@ impl Context {
             outbuf: Vec::new(),
             capture: None,
             dropped: 0,
-            events: VecDeque::new(),
             broken: false,
-            rings: Rings::default(),
             send_fds: Vec::new(),
-            channels: BTreeMap::new(),
-            cq_channel: BTreeMap::new(),
-            async_notify: None,
             pid,
             uid,
             space,
             device: None,
             hello: false,
-            owned: Owned::default(),
             cm: None,
         }
     }
@@ -105,6 +106,55 @@ impl Context {
         Some(req)
     }
 
+    /// Queues a message for the socket; the Open reply goes at once, with the region's memfd
+    /// and the pipes.
+    pub fn queue(&mut self, msg: &Reply) {
+        let Ok(bytes) = proto::encode(msg) else {
+            return;
+        };
+        if !self.send_fds.is_empty() {
+            let fds: Vec<_> = std::mem::take(&mut self.send_fds);
+            let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+            while !self.outbuf.is_empty() && self.flush().is_ok() {
+                std::thread::yield_now();
+            }
+            let _ = sys::send_fds(self.stream.as_raw_fd(), &bytes, &raw);
+            return;
+        }
+        self.outbuf.extend_from_slice(&bytes);
+    }
+
+    /// Writes what the socket takes now, without blocking. Err when the peer has gone.
+    pub fn flush(&mut self) -> io::Result<()> {
+        use std::io::Write;
+        while !self.outbuf.is_empty() {
+            match self.stream.write(&self.outbuf) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.outbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Port {
+    pub fn new(pid: u32, space: Space, rings: Rings, async_notify: OwnedFd) -> Port {
+        Port {
+            pid,
+            space,
+            rings,
+            owned: Owned::default(),
+            events: VecDeque::new(),
+            channels: BTreeMap::new(),
+            cq_channel: BTreeMap::new(),
+            async_notify,
+        }
+    }
+
     /// Takes an event about one of its objects: a completion notification goes to the CQ's
     /// channel (a byte in its pipe; a CQ without a channel has nowhere to notify, as in
     /// verbs), the rest to the async events (a byte in the async pipe).
@@ -121,9 +171,7 @@ impl Context {
             return;
         }
         self.events.push_back(event);
-        if let Some(fd) = &self.async_notify {
-            sys::notify(fd.as_raw_fd());
-        }
+        sys::notify(self.async_notify.as_raw_fd());
     }
 
     /// Whether the event is about one of this context's objects.
@@ -160,40 +208,6 @@ impl Context {
         for &pd in &self.owned.pds {
             let _ = engine.dealloc_pd(pd);
         }
-    }
-
-    /// Queues a message for the socket; the Open reply goes at once, with the region's memfd
-    /// and the pipes.
-    pub fn queue(&mut self, msg: &Reply) {
-        let Ok(bytes) = proto::encode(msg) else {
-            return;
-        };
-        if !self.send_fds.is_empty() {
-            let fds: Vec<_> = std::mem::take(&mut self.send_fds);
-            let raw: Vec<_> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-            while !self.outbuf.is_empty() && self.flush().is_ok() {
-                std::thread::yield_now();
-            }
-            let _ = sys::send_fds(self.stream.as_raw_fd(), &bytes, &raw);
-            return;
-        }
-        self.outbuf.extend_from_slice(&bytes);
-    }
-
-    /// Writes what the socket takes now, without blocking. Err when the peer has gone.
-    pub fn flush(&mut self) -> io::Result<()> {
-        use std::io::Write;
-        while !self.outbuf.is_empty() {
-            match self.stream.write(&self.outbuf) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => {
-                    self.outbuf.drain(..n);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
     }
 
     /// PDs, MRs, CQs and QPs held.

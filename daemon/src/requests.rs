@@ -6,8 +6,9 @@
 
 use softrnic_emu_core::{AttrMask, VerbsError, key_index};
 
-use crate::Daemon;
+use crate::context::Port;
 use crate::rings::Rings;
+use crate::{Daemon, device_at};
 use softrnic_client::proto::{self, Reply, Request};
 use softrnic_client::shm::Region;
 use softrnic_client::slot;
@@ -98,20 +99,20 @@ impl Daemon {
                 }
                 self.cm_device_removed(d);
                 self.devices[d] = None;
+                self.shared.switch.remove(d);
+                self.shared.set_device(d, None);
                 tracing::info!(device = %name, "device down");
                 Reply::Ok
             }
-            Request::Counters { name } => match self.device_index(&name) {
-                Some(d) => Reply::Counters(
-                    self.devices[d]
-                        .as_ref()
-                        .expect("found")
-                        .engine
-                        .counters()
-                        .clone(),
-                ),
-                None => error(libc::ENODEV, format!("no device {name}")),
-            },
+            Request::Counters { name } => {
+                match self
+                    .device_index(&name)
+                    .and_then(|d| device_at(&self.devices, d))
+                {
+                    Some(dev) => Reply::Counters(dev.engine.counters().clone()),
+                    None => error(libc::ENODEV, format!("no device {name}")),
+                }
+            }
             Request::Capture { device } => {
                 let filter = match device {
                     None => None,
@@ -146,12 +147,12 @@ impl Daemon {
                     Ok(p) => p,
                     Err(e) => return error(libc::EMFILE, format!("pipe: {e}")),
                 };
-                ctx.rings = Rings::new(region, wake);
-                ctx.async_notify = Some(async_write);
                 ctx.send_fds = vec![memfd, wake_write, async_read];
                 ctx.device = Some(d);
                 let (space, pid) = (ctx.space, ctx.pid);
-                let dev = self.devices[d].as_mut().expect("found");
+                let port = Port::new(pid, space, Rings::new(region, wake), async_write);
+                let mut dev = device_at(&self.devices, d).expect("found");
+                dev.ports.insert(i, port);
                 dev.engine.memory_mut().attach(space, pid);
                 dev.info.contexts += 1;
                 Reply::Ok
@@ -164,9 +165,10 @@ impl Daemon {
                         | Request::DestroyQp(_)
                 );
                 let reply = self.verb(i, req);
-                if let (true, Some(d)) = (groups, self.contexts[i].as_ref().and_then(|c| c.device))
+                let d = self.contexts[i].as_ref().and_then(|c| c.device);
+                if let (true, Some(mut dev)) = (groups, d.and_then(|d| device_at(&self.devices, d)))
                 {
-                    self.sync_multicast(d);
+                    dev.sync_multicast();
                 }
                 reply
             }
@@ -177,15 +179,11 @@ impl Daemon {
         self.devices
             .iter()
             .enumerate()
-            .filter_map(|(d, dev)| {
-                let mut info = dev.as_ref()?.info.clone();
-                for ctx in self
-                    .contexts
-                    .iter()
-                    .flatten()
-                    .filter(|c| c.device == Some(d))
-                {
-                    for (sum, n) in info.objects.iter_mut().zip(ctx.counts()) {
+            .filter_map(|(d, _)| {
+                let dev = device_at(&self.devices, d)?;
+                let mut info = dev.info.clone();
+                for port in dev.ports.values() {
+                    for (sum, n) in info.objects.iter_mut().zip(port.counts()) {
                         *sum += n;
                     }
                 }
@@ -205,23 +203,23 @@ impl Daemon {
         // completions reach the program before the call is answered, as in every pass: a CQ
         // armed now must find in its ring every completion made before the arming, or the
         // program's poll after arming would miss one that raises no event.
-        self.take_posted();
-        self.pump();
-        self.route_events();
-        self.fill_cqs();
+        let mut dev = device_at(&self.devices, d).expect("open");
+        dev.sync(&self.shared.switch);
         // Address handles name a GID; the device resolves its MAC (ARP/ND) before the engine
         // sees it.
         if let Request::ModifyQp { attr, mask, .. } = &mut req
             && mask.contains(AttrMask::AV)
             && let Some(ah) = attr.ah.as_mut()
         {
-            match self.resolve(d, ah.dgid) {
+            match dev.resolve(&self.shared.switch, ah.dgid) {
                 Ok(mac) => ah.dmac = softrnic_wire::EthernetAddress(mac),
                 Err(e) => return error(libc::EHOSTUNREACH, e.to_string()),
             }
         }
-        let ctx = self.contexts[i].as_mut().expect("open");
-        let engine = &mut self.devices[d].as_mut().expect("open").engine;
+        let send_fds = &mut self.contexts[i].as_mut().expect("open").send_fds;
+        let dev = &mut *dev;
+        let engine = &mut dev.engine;
+        let ctx = dev.ports.get_mut(&i).expect("opened");
         let o = &mut ctx.owned;
         match req {
             Request::QueryDevice => Reply::Device(engine.query_device().clone()),
@@ -290,7 +288,7 @@ impl Daemon {
                 Ok((read, write)) => {
                     let id = ctx.channels.keys().next_back().map_or(1, |k| k + 1);
                     ctx.channels.insert(id, (write, Vec::new()));
-                    ctx.send_fds = vec![read];
+                    *send_fds = vec![read];
                     Reply::Handle(id)
                 }
                 Err(e) => error(libc::EMFILE, format!("pipe: {e}")),

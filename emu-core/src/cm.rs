@@ -347,6 +347,11 @@ impl Cm {
         self.events.pop_front()
     }
 
+    /// Whether an event waits for the consumer.
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// When `handle_timeout` is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.conns.values().filter_map(|c| c.deadline).min()

@@ -31,10 +31,11 @@ pub fn socket() -> PathBuf {
 }
 
 /// Runs the daemon in the foreground until SIGINT or SIGTERM.
-pub fn run_daemon() -> Result<(), String> {
+pub fn run_daemon(workers: Option<std::num::NonZeroUsize>) -> Result<(), String> {
     let path = socket();
-    let mut d = Daemon::bind(&path).map_err(|e| e.to_string())?;
-    tracing::info!(socket = %path.display(), "softrnic daemon serving");
+    let workers = workers.map_or_else(softrnic_daemon::default_workers, |n| n.get());
+    let mut d = Daemon::bind(&path, workers).map_err(|e| e.to_string())?;
+    tracing::info!(socket = %path.display(), workers, "softrnic daemon serving");
     static STOP: AtomicBool = AtomicBool::new(false);
     softrnic_sys::on_termination(&STOP);
     d.run(&STOP).map_err(|e| e.to_string())?;

@@ -32,7 +32,12 @@ enum Command {
         out: PathBuf,
     },
     /// Run the daemon in the foreground (`up` starts one in the background when needed).
-    Daemon,
+    Daemon {
+        /// Data-path threads (devices are shared out among them); by default
+        /// `SOFTRNIC_WORKERS`, or one per two CPUs.
+        #[arg(long)]
+        workers: Option<std::num::NonZeroUsize>,
+    },
     /// Add a device: on an interface (AF_XDP or AF_PACKET), or local (same host only).
     Up {
         /// The interface (e.g. eth0); without it, a local device that reaches only the
@@ -124,7 +129,7 @@ fn run(cli: Cli) -> Result<(), String> {
             capture::write_pcap(&capture::sample_frames(), std::io::BufWriter::new(file))
                 .map_err(|e| format!("{}: {e}", out.display()))
         }
-        Command::Daemon => admin::run_daemon(),
+        Command::Daemon { workers } => admin::run_daemon(workers),
         Command::Up {
             netdev,
             backend,

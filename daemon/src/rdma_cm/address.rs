@@ -10,14 +10,19 @@ use super::{
     Daemon, HOP_LIMIT, MAX_BACKLOG, Refusal, Reply, State, addr_covers, error, event, refuse,
     refused,
 };
+use crate::device_at;
 use softrnic_client::proto::{CmListener, CmRoute};
 
 impl Daemon {
     /// The device index and GID index of local address `ip`, if a device has it.
     pub(super) fn local_gid(&self, ip: IpAddr) -> Option<(usize, u8)> {
         let gid = Gid::from_ip(ip);
-        self.devices.iter().enumerate().find_map(|(d, dev)| {
-            let i = dev.as_ref()?.info.gids.iter().position(|g| *g == gid)?;
+        (0..self.devices.len()).find_map(|d| {
+            let i = device_at(&self.devices, d)?
+                .info
+                .gids
+                .iter()
+                .position(|g| *g == gid)?;
             Some((d, i as u8))
         })
     }
@@ -50,7 +55,8 @@ impl Daemon {
             }
             p => p,
         };
-        let gids = device.and_then(|(d, _)| self.devices[d].as_ref().map(|v| v.info.gids.clone()));
+        let gids =
+            device.and_then(|(d, _)| device_at(&self.devices, d).map(|v| v.info.gids.clone()));
         let x = self.cm.ids.get_mut(&id).expect("checked");
         x.src = Some(SocketAddr::new(addr.ip(), port));
         x.state = State::AddrBound;
@@ -116,7 +122,10 @@ impl Daemon {
             self.queue_event(id, event(id, event::ADDR_ERROR, -libc::ENETUNREACH));
             return Reply::Ok;
         };
-        let mac = match self.resolve(d, dgid) {
+        let mac = match device_at(&self.devices, d)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+            .and_then(|mut dev| dev.resolve(&self.shared.switch, dgid))
+        {
             Ok(mac) => mac,
             Err(e) => {
                 tracing::debug!(%e, "rdma_resolve_addr: no neighbour");
@@ -125,7 +134,7 @@ impl Daemon {
             }
         };
         let (gids, mtu) = {
-            let dev = self.devices[d].as_ref().expect("found");
+            let dev = device_at(&self.devices, d).expect("found");
             (dev.info.gids.clone(), dev.engine.query_port().active_mtu)
         };
         let x = self.cm.ids.get_mut(&id).expect("checked");
@@ -145,8 +154,8 @@ impl Daemon {
     /// A loopback destination's device, addresses and GIDs: the first device with a GID of
     /// `dst`'s family, talking to itself.
     pub(super) fn loopback(&self, dst: IpAddr) -> Option<(usize, IpAddr, u8, Gid)> {
-        self.devices.iter().enumerate().find_map(|(d, dev)| {
-            let gids = &dev.as_ref()?.info.gids;
+        (0..self.devices.len()).find_map(|d| {
+            let gids = &device_at(&self.devices, d)?.info.gids;
             let index = gids
                 .iter()
                 .position(|g| g.to_ip().is_ipv4() == dst.is_ipv4())?;
@@ -157,8 +166,8 @@ impl Daemon {
     /// The device and source address the kernel's routing picks for `dst`, looked up in each
     /// wire device's namespace.
     pub(super) fn route_to(&self, dst: IpAddr) -> Option<(usize, IpAddr)> {
-        self.devices.iter().enumerate().find_map(|(d, dev)| {
-            let dev = dev.as_ref()?;
+        (0..self.devices.len()).find_map(|d| {
+            let dev = device_at(&self.devices, d)?;
             if matches!(dev.wire, crate::Wire::Local) {
                 return None;
             }
@@ -184,7 +193,7 @@ impl Daemon {
         let x = &self.cm.ids[&id];
         let device = x
             .device
-            .and_then(|d| self.devices[d].as_ref())
+            .and_then(|d| device_at(&self.devices, d))
             .map(|d| d.info.name.clone());
         CmRoute {
             src: x.src,
@@ -275,7 +284,7 @@ impl Daemon {
 
     /// Listens for `service` on device `d` (once, however many ids listen there).
     pub(super) fn take_service(&mut self, d: usize, service: u64) {
-        let Some(dev) = self.devices[d].as_mut() else {
+        let Some(mut dev) = device_at(&self.devices, d) else {
             return;
         };
         let n = self.cm.services.entry((d, service)).or_insert(0);
@@ -304,7 +313,7 @@ impl Daemon {
             *n -= 1;
             if *n == 0 {
                 self.cm.services.remove(&(d, service));
-                if let Some(dev) = self.devices[d].as_mut() {
+                if let Some(mut dev) = device_at(&self.devices, d) {
                     dev.engine.cm().unlisten(service);
                 }
             }

@@ -9,6 +9,7 @@ use super::{
     ACK_TIMEOUT, ConnParam, Daemon, HOP_LIMIT, Id, REJ_DATA, REP_DATA, REQ_USER_DATA, Refusal,
     Reply, SIDR_REP_DATA, SIDR_REQ_USER_DATA, State, UDP_QKEY, cm_error, error, refuse, refused,
 };
+use crate::device_at;
 
 impl Daemon {
     /// The CM path of a connection from `x`.
@@ -88,7 +89,7 @@ impl Daemon {
             ..ConnectParams::rc(peer, service, param.qp_num, psn)
         };
         let ud = x.ud();
-        let Some(dev) = self.devices[d].as_mut() else {
+        let Some(mut dev) = device_at(&self.devices, d) else {
             return error(libc::ENODEV, "the device is gone");
         };
         let conn = if ud {
@@ -125,7 +126,7 @@ impl Daemon {
             return error(libc::EINVAL, "no connection request to accept");
         };
         let (active, sidr, ps) = (x.active, x.sidr, x.ps);
-        let Some(dev) = self.devices[d].as_mut() else {
+        let Some(mut dev) = device_at(&self.devices, d) else {
             return error(libc::ENODEV, "the device is gone");
         };
         let cm = dev.engine.cm();
@@ -184,7 +185,7 @@ impl Daemon {
             return error(libc::EINVAL, "no connection request to reject");
         };
         let sidr = x.sidr;
-        let Some(dev) = self.devices[d].as_mut() else {
+        let Some(mut dev) = device_at(&self.devices, d) else {
             return error(libc::ENODEV, "the device is gone");
         };
         let done = if sidr {

@@ -11,14 +11,13 @@ use super::{
     ConnParam, Daemon, Id, REJ_DATA, REP_DATA, REQ_USER_DATA, Remote, SIDR_REP_DATA,
     SIDR_REQ_USER_DATA, State, event,
 };
+use crate::device_at;
 
 impl Daemon {
     /// Turns device `d`'s CM events into the programs' rdma_cm events.
     pub(crate) fn cm_events(&mut self, d: usize) {
         loop {
-            let Some(ev) = self.devices[d]
-                .as_mut()
-                .and_then(|x| x.engine.cm().poll_event())
+            let Some(ev) = device_at(&self.devices, d).and_then(|mut x| x.engine.cm().poll_event())
             else {
                 return;
             };
@@ -186,7 +185,7 @@ impl Daemon {
         x.sgid = peer.local;
         x.dgid = peer.gid;
         x.dmac = peer.mac;
-        if let Some(dev) = self.devices[d].as_ref() {
+        if let Some(dev) = device_at(&self.devices, d) {
             x.sgid_index = dev
                 .info
                 .gids
@@ -224,7 +223,7 @@ impl Daemon {
                 ?header,
                 "a REQ no listener takes: refused"
             );
-            if let Some(dev) = self.devices[d].as_mut() {
+            if let Some(mut dev) = device_at(&self.devices, d) {
                 let _ = dev
                     .engine
                     .cm()
@@ -238,7 +237,7 @@ impl Daemon {
                 waiting = listener.waiting,
                 "a REQ the listener has no room for: refused"
             );
-            if let Some(dev) = self.devices[d].as_mut() {
+            if let Some(mut dev) = device_at(&self.devices, d) {
                 let _ = dev.engine.cm().reject(conn, rej_reason::CONSUMER, &[]);
             }
             return;
@@ -292,7 +291,7 @@ impl Daemon {
             .and_then(|h| self.listener(d, service_id, h.dst))
             .filter(|l| self.cm.ids[l].ud() && self.cm.ids[l].waiting < self.cm.ids[l].backlog);
         let (Ok(header), Some(l)) = (header, found) else {
-            if let Some(dev) = self.devices[d].as_mut() {
+            if let Some(mut dev) = device_at(&self.devices, d) {
                 // IBA 12.11.2: status 1, no such service.
                 let _ = dev.engine.cm().sidr_reply(conn, 1, 0, 0, &[]);
             }

@@ -17,7 +17,7 @@ use softrnic_emu_core::{AddressHandle, Gid, Instant, Mtu, QpType, Rng};
 use softrnic_wire::EthernetAddress;
 use softrnic_wire::cm::{CmaHeader, ip_service, ip_service_id, rej_reason};
 
-use crate::Daemon;
+use crate::{Daemon, device_at};
 use softrnic_client::proto::{CmEvent, CmOption, ConnParam, Reply, Request, cm_event as event};
 use softrnic_sys as sys;
 
@@ -442,9 +442,8 @@ impl Daemon {
                 if x.ud() {
                     return error(libc::EINVAL, "UD ids have no connection");
                 }
-                let r = self.devices[d]
-                    .as_mut()
-                    .map(|dev| dev.engine.cm().disconnect(now, conn));
+                let r = device_at(&self.devices, d)
+                    .map(|mut dev| dev.engine.cm().disconnect(now, conn));
                 match r {
                     Some(Ok(())) => {
                         self.cm.ids.get_mut(&id).expect("checked").state = State::Disconnect;
@@ -459,9 +458,8 @@ impl Daemon {
                 let (Some(d), Some(conn)) = (x.device, x.conn) else {
                     return error(libc::EINVAL, "not connected");
                 };
-                match self.devices[d]
-                    .as_mut()
-                    .map(|dev| dev.engine.cm().notify_established(conn))
+                match device_at(&self.devices, d)
+                    .map(|mut dev| dev.engine.cm().notify_established(conn))
                 {
                     Some(Ok(())) => Reply::Ok,
                     Some(Err(e)) => cm_error(e),
@@ -510,7 +508,7 @@ impl Daemon {
         };
         if let (Some(d), Some(conn)) = (x.device, x.conn) {
             self.cm.conns.remove(&(d, conn));
-            if let Some(dev) = self.devices[d].as_mut() {
+            if let Some(mut dev) = device_at(&self.devices, d) {
                 let cm = dev.engine.cm();
                 if x.sidr && x.state == State::Connect {
                     let _ = cm.sidr_reply(conn, 1, 0, 0, &[]);

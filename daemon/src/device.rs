@@ -1,0 +1,351 @@
+//! A device: an engine on a wire, and the ports of the contexts that opened it. Its data path
+//! (work the programs posted, frames in and out, timers, events, completions) is a set of
+//! steps its worker runs in every pass; the control thread runs the verbs on it. Both hold its
+//! lock while they do.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use softrnic_client::proto::DeviceInfo;
+use softrnic_emu_core::{Engine, Gid, Instant};
+use softrnic_link::{Backend, Link, gid, neigh};
+use softrnic_sys as sys;
+use softrnic_wire::{EthernetAddress, Icrc};
+
+use crate::context::Port;
+use crate::rings::Posted;
+use crate::switch::{Frames, Switch, Tap};
+use crate::{ProcessMemory, in_netns};
+
+/// How a device reaches the wire.
+pub(crate) enum Wire {
+    /// A frame backend on an interface (AF_XDP or AF_PACKET).
+    Link(Box<dyn Backend + Send>),
+    /// No wire: only other devices of this daemon.
+    Local,
+}
+
+impl Wire {
+    fn link(&mut self) -> Option<&mut dyn Link> {
+        match self {
+            Wire::Link(l) => Some(l.as_mut() as &mut dyn Link),
+            Wire::Local => None,
+        }
+    }
+
+    pub fn fd(&self) -> Option<i32> {
+        match self {
+            Wire::Link(l) => Some(l.fd().as_raw_fd()),
+            Wire::Local => None,
+        }
+    }
+}
+
+/// A device: an engine on a wire.
+pub(crate) struct Device {
+    pub info: DeviceInfo,
+    pub engine: Engine<ProcessMemory>,
+    pub wire: Wire,
+    /// Keeps the GID table in sync with the interface's addresses.
+    pub watch: Option<gid::Watch>,
+    /// Next hops already resolved, by destination GID.
+    pub neighbours: HashMap<Gid, [u8; 6]>,
+    /// The multicast MACs added to the interface's receive filter for the engine's groups.
+    pub multicast: BTreeSet<[u8; 6]>,
+    /// The contexts that opened it, by context index.
+    pub ports: BTreeMap<usize, Port>,
+    /// The interface's MAC changed since the control thread last looked (rdma_cm tells the
+    /// ids bound to it).
+    pub moved: bool,
+}
+
+/// What [`Device::transmit`] takes from an engine.
+#[derive(Clone, Copy)]
+pub(crate) enum Outgoing {
+    All,
+    Responses,
+}
+
+/// What a pass's sending needs to know, worked out once per pass: the time, whether a capture
+/// runs, and each device's MAC (same-host delivery is by MAC).
+pub(crate) struct Out<'a> {
+    pub now: Instant,
+    pub capturing: bool,
+    pub macs: &'a [Option<[u8; 6]>],
+}
+
+impl Device {
+    /// Takes the work requests its programs posted into their rings and gives them to the
+    /// engine. An address handle's MAC is resolved first, as for a modify_qp.
+    pub fn take_posted(&mut self, switch: &Switch) -> bool {
+        let mut any = false;
+        // By index, not by iterator: resolving a MAC needs the whole device.
+        let mut next = self.ports.keys().next().copied();
+        while let Some(i) = next {
+            next = self.ports.range(i + 1..).next().map(|(&k, _)| k);
+            let engine = &self.engine;
+            let port = self.ports.get_mut(&i).expect("listed");
+            let posted = port.rings.take_posted(|q| engine.room(q));
+            any |= !posted.is_empty();
+            for p in posted {
+                let result = match p {
+                    Posted::Send(qpn, mut wr, inline) => {
+                        if let Some(ud) = wr.ud.as_mut() {
+                            match self.resolve(switch, ud.ah.dgid) {
+                                Ok(mac) => ud.ah.dmac = EthernetAddress(mac),
+                                Err(err) => {
+                                    tracing::warn!(%err, "a UD work request to an unreachable GID");
+                                }
+                            }
+                        }
+                        // A context has rings only for its own QPs and SRQs.
+                        self.engine.post_send_with(qpn, wr, inline)
+                    }
+                    Posted::Recv(qpn, wr) => self.engine.post_recv(qpn, wr),
+                    Posted::SrqRecv(srq, wr) => self.engine.post_srq_recv(srq, wr),
+                };
+                if let Err(e) = result {
+                    // The program checked the WR against the QP when it posted, and only what
+                    // the queue has room for is taken: this is a program that skipped those
+                    // checks (not libibverbs through our provider).
+                    tracing::warn!(error = %e, "a posted work request was refused");
+                }
+            }
+        }
+        any
+    }
+
+    /// Follows the interface's addresses, takes the frames its wire has (tapped while a
+    /// capture runs) and runs the engine's due timers.
+    pub fn receive(&mut self, d: usize, out: &Out, switch: &Switch, taps: &mut Vec<Tap>) -> bool {
+        let mut any = false;
+        if let Some(port) = self.watch.as_ref().and_then(gid::Watch::changed) {
+            if port.gids != self.info.gids {
+                tracing::info!(device = %self.info.name, gids = ?port.gids, "addresses changed: new GID table");
+                self.engine.set_gids(port.gids.clone());
+                self.info.gids = port.gids;
+                self.neighbours.clear();
+            }
+            if port.mac != self.info.mac {
+                tracing::info!(device = %self.info.name, mac = ?port.mac, "the interface's MAC changed");
+                self.engine.set_mac(EthernetAddress(port.mac));
+                self.info.mac = port.mac;
+                self.moved = true;
+            }
+            switch.set(d, &self.info);
+            any = true;
+        }
+        // A frame of a device with no wire reaches only engines of this daemon (which take it
+        // as trusted): its ICRC is computed only while a capture can show it.
+        let local_only = matches!(self.wire, Wire::Local) && !out.capturing;
+        self.engine.set_icrc(if local_only {
+            Icrc::Skip
+        } else {
+            Icrc::Compute
+        });
+        let engine = &mut self.engine;
+        if let Some(link) = self.wire.link() {
+            while link.receive(&mut |f| {
+                if out.capturing {
+                    taps.push((d, false, f.to_vec()));
+                }
+                // A device of this daemon sent it, and it was delivered on this host already.
+                if is_group(f) && out.macs.iter().flatten().any(|m| f.get(6..12) == Some(m)) {
+                    return;
+                }
+                engine.handle_packet(out.now, f)
+            }) {
+                any = true;
+            }
+        }
+        if engine.poll_timeout().is_some_and(|t| t <= out.now) {
+            engine.handle_timeout(out.now);
+            any = true;
+        }
+        any
+    }
+
+    /// Sends what the engine has (everything, or only its responses): onto the wire, or for a
+    /// device of this daemon (found by MAC) into `frames`. Whether it sent any.
+    pub fn transmit(
+        &mut self,
+        d: usize,
+        which: Outgoing,
+        out: &Out,
+        buf: &mut [u8],
+        taps: &mut Vec<Tap>,
+        frames: &mut Frames,
+    ) -> bool {
+        self.engine.memory_mut().flush();
+        let mut any = false;
+        loop {
+            let n = match which {
+                Outgoing::All => self.engine.poll_transmit(out.now, buf),
+                Outgoing::Responses => self.engine.poll_response(buf),
+            };
+            let Some(n) = n else { break };
+            any = true;
+            let frame = &buf[..n];
+            if out.capturing {
+                taps.push((d, true, frame.to_vec()));
+            }
+            if is_group(frame) {
+                // Multicast goes to the wire and, as the kernel loops it back to local
+                // members, to every device of this daemon, this one included.
+                for to in (0..out.macs.len()).filter(|&to| out.macs[to].is_some()) {
+                    frames.push(to, frame);
+                }
+                if let Some(link) = self.wire.link() {
+                    send_on(link, frame);
+                }
+                continue;
+            }
+            let dst = &frame[..6];
+            match out.macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
+                // Same-host traffic never touches the wire.
+                Some(to) => frames.push(to, frame),
+                None => {
+                    if let Some(link) = self.wire.link() {
+                        send_on(link, frame);
+                    }
+                }
+            }
+        }
+        any
+    }
+
+    /// The end of a pass: the wire's queued frames go, and the collected writes are made.
+    pub fn finish(&mut self) {
+        if let Some(link) = self.wire.link() {
+            link.flush();
+        }
+        self.engine.memory_mut().end_pass();
+    }
+
+    /// Hands the engine's async events to the context that owns their object. This runs after
+    /// the engine has taken its frames (same-host ones included) and before completions reach
+    /// the rings, so a program that sees a completion finds the events that came with it.
+    pub fn route_events(&mut self) {
+        while let Some(event) = self.engine.poll_event() {
+            if let Some(port) = self.ports.values_mut().find(|p| p.owns(&event)) {
+                port.notify(event);
+            }
+        }
+    }
+
+    /// Moves new completions into the programs' CQ rings, once the writes they complete are
+    /// made.
+    pub fn fill_cqs(&mut self) -> bool {
+        self.engine.memory_mut().flush();
+        let mut any = false;
+        for port in self.ports.values_mut() {
+            any |= port.rings.fill_cqs(&mut self.engine);
+        }
+        any
+    }
+
+    /// What a verbs call must find done first, as a kernel provider's posts are done when they
+    /// return: the work posted before it is in the engine, and the events and completions made
+    /// so far are with the program.
+    pub fn sync(&mut self, switch: &Switch) {
+        self.take_posted(switch);
+        self.route_events();
+        self.fill_cqs();
+    }
+
+    /// The MAC to reach `gid`: a multicast group's, a device of this daemon, a cached
+    /// neighbour, or the kernel's answer (in the device's namespace).
+    pub fn resolve(&mut self, switch: &Switch, gid: Gid) -> io::Result<[u8; 6]> {
+        if let Some(mac) = gid.multicast_mac() {
+            return Ok(mac);
+        }
+        if let Some(mac) = switch.mac_of(&gid) {
+            return Ok(mac);
+        }
+        if let Some(mac) = self.neighbours.get(&gid) {
+            return Ok(*mac);
+        }
+        if matches!(self.wire, Wire::Local) {
+            return Err(io::Error::new(
+                io::ErrorKind::HostUnreachable,
+                format!(
+                    "{gid} is not a device of this daemon, and {} has no wire",
+                    self.info.name
+                ),
+            ));
+        }
+        let ip = gid.to_ip();
+        let mac = in_netns(self.info.netns.as_deref(), move || {
+            neigh::resolve(ip, Duration::from_secs(1))
+        })?;
+        self.neighbours.insert(gid, mac);
+        Ok(mac)
+    }
+
+    /// Keeps the interface receiving the engine's multicast groups: their MACs are added to
+    /// its filter, and removed once no QP is attached.
+    pub fn sync_multicast(&mut self) {
+        let wanted: BTreeSet<[u8; 6]> = self
+            .engine
+            .multicast_groups()
+            .filter_map(Gid::multicast_mac)
+            .collect();
+        if wanted == self.multicast {
+            return;
+        }
+        let changes: Vec<([u8; 6], bool)> =
+            (wanted.difference(&self.multicast).map(|m| (*m, true)))
+                .chain(self.multicast.difference(&wanted).map(|m| (*m, false)))
+                .collect();
+        self.multicast = wanted;
+        let (Some(name), false) = (self.info.netdev.clone(), matches!(self.wire, Wire::Local))
+        else {
+            return;
+        };
+        let done = in_netns(self.info.netns.as_deref(), move || {
+            let fd = sys::packet_socket()?;
+            for (mac, add) in changes {
+                sys::if_multicast(&fd, &name, mac, add)?;
+            }
+            Ok(())
+        });
+        if let Err(err) = done {
+            tracing::warn!(device = %self.info.name, %err, "the interface's multicast filter");
+        }
+    }
+
+    /// The descriptors its worker sleeps on: the wire, the address watch, and the programs'
+    /// wake-up sockets.
+    pub fn fds(&self, fds: &mut Vec<i32>) {
+        fds.extend(self.wire.fd());
+        fds.extend(self.watch.as_ref().map(gid::Watch::fd));
+        fds.extend(self.ports.values().filter_map(|p| p.rings.wake_fd()));
+    }
+}
+
+/// Whether a frame goes to an Ethernet group (multicast) address: the I/G bit of its
+/// destination.
+fn is_group(frame: &[u8]) -> bool {
+    frame.first().is_some_and(|b| b & 1 != 0)
+}
+
+/// How many times a frame is offered to a link whose transmit ring is full (each try lets the
+/// kernel drain it) before it is dropped, as a congested wire would.
+const TX_TRIES: usize = 64;
+
+/// Puts `frame` on `link`, waiting briefly while its ring is full.
+fn send_on(link: &mut dyn Link, frame: &[u8]) {
+    for _ in 0..TX_TRIES {
+        let sent = link.transmit(&mut |buf: &mut [u8]| {
+            buf[..frame.len()].copy_from_slice(frame);
+            Some(frame.len())
+        });
+        if sent {
+            return;
+        }
+        std::thread::yield_now();
+    }
+    tracing::debug!(len = frame.len(), "transmit ring full: a frame dropped");
+}

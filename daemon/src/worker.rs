@@ -1,0 +1,383 @@
+//! The data path's threads. Each worker runs the devices whose index it is given (device `d`
+//! goes to worker `d % workers`): the work programs post, frames in and out, timers, events
+//! and completions. It polls while there is work, spins briefly after it, then sleeps in
+//! poll(2) until a wire, a program or another thread wakes it, or its next timer is due.
+//!
+//! Same-host frames for a device of another worker go to that worker in a batch over a
+//! channel. What only the control thread does (rdma_cm's events, captures) it is told with its
+//! bell.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant as StdInstant};
+
+use softrnic_emu_core::{Instant, MAX_FRAME};
+use softrnic_sys as sys;
+
+use crate::device::{Device, Out, Outgoing};
+use crate::switch::{Frames, Switch, Tap};
+
+/// How long a worker keeps polling after the last work before it sleeps.
+const SPIN: Duration = Duration::from_micros(200);
+/// The longest sleep, so a stop is seen.
+pub(crate) const MAX_SLEEP_MS: i32 = 50;
+
+/// Locks a device; a thread that panicked holding it took the daemon down with it already.
+pub(crate) fn lock(dev: &Mutex<Device>) -> MutexGuard<'_, Device> {
+    dev.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How one thread wakes another that may sleep in poll(2): a flag that says there is
+/// something to look at, and a socket written only when the thread sleeps.
+pub(crate) struct Bell {
+    ours: OwnedFd,
+    theirs: OwnedFd,
+    mail: AtomicBool,
+    asleep: AtomicBool,
+}
+
+impl Bell {
+    pub fn new() -> std::io::Result<Bell> {
+        let (ours, theirs) = sys::wake_pair()?;
+        Ok(Bell {
+            ours,
+            theirs,
+            mail: AtomicBool::new(false),
+            asleep: AtomicBool::new(false),
+        })
+    }
+
+    /// There is something for the thread: it looks in its next pass, woken if it sleeps.
+    pub fn ring(&self) {
+        // With `sleep`'s order, either the thread sees the mail before it sleeps or this sees
+        // it asleep.
+        self.mail.store(true, Ordering::SeqCst);
+        if self.asleep.load(Ordering::SeqCst) {
+            sys::wake(self.theirs.as_raw_fd());
+        }
+    }
+
+    /// The start of a pass: what was rung so far is looked at in it.
+    pub fn open(&self) {
+        self.mail.store(false, Ordering::SeqCst);
+    }
+
+    /// About to sleep: `false` (and awake again) if the bell rang meanwhile.
+    pub fn may_sleep(&self) -> bool {
+        self.asleep.store(true, Ordering::SeqCst);
+        if self.mail.load(Ordering::SeqCst) {
+            self.asleep.store(false, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+
+    /// The descriptor to sleep on.
+    pub fn fd(&self) -> i32 {
+        self.ours.as_raw_fd()
+    }
+
+    /// Awake again.
+    pub fn woken(&self) {
+        self.asleep.store(false, Ordering::SeqCst);
+        sys::drain(&self.ours);
+    }
+}
+
+/// What the control thread and the workers share.
+pub(crate) struct Shared {
+    /// Every device, by index.
+    devices: RwLock<Vec<Option<Arc<Mutex<Device>>>>>,
+    /// Changes whenever a device is added or removed, so workers know to look again.
+    generation: AtomicU64,
+    pub switch: Switch,
+    inboxes: Vec<Sender<Frames>>,
+    bells: Vec<Bell>,
+    /// The control thread's bell: rdma_cm events, captured frames or a moved MAC wait.
+    pub control: Bell,
+    /// Frames captured since the control thread last took them.
+    pub taps: Mutex<Vec<Tap>>,
+    pub capturing: AtomicBool,
+    /// The daemon is stopping (or a thread of it died).
+    pub halted: AtomicBool,
+    epoch: StdInstant,
+}
+
+impl Shared {
+    /// For `workers` workers (at least one): the state, and each worker's inbox.
+    pub fn new(workers: usize) -> std::io::Result<(Shared, Vec<Receiver<Frames>>)> {
+        let (inboxes, receivers) = (0..workers.max(1))
+            .map(|_| std::sync::mpsc::channel())
+            .unzip();
+        let shared = Shared {
+            devices: RwLock::default(),
+            generation: AtomicU64::new(0),
+            switch: Switch::default(),
+            inboxes,
+            bells: (0..workers.max(1))
+                .map(|_| Bell::new())
+                .collect::<std::io::Result<_>>()?,
+            control: Bell::new()?,
+            taps: Mutex::default(),
+            capturing: AtomicBool::new(false),
+            halted: AtomicBool::new(false),
+            epoch: StdInstant::now(),
+        };
+        Ok((shared, receivers))
+    }
+
+    pub fn now(&self) -> Instant {
+        Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64)
+    }
+
+    pub fn workers(&self) -> usize {
+        self.bells.len()
+    }
+
+    fn worker_of(&self, d: usize) -> usize {
+        d % self.bells.len()
+    }
+
+    /// Device `d` is `dev` (a new device) or gone (`None`).
+    pub fn set_device(&self, d: usize, dev: Option<Arc<Mutex<Device>>>) {
+        {
+            let mut devices = self.devices.write().unwrap_or_else(|e| e.into_inner());
+            if devices.len() <= d {
+                devices.resize(d + 1, None);
+            }
+            devices[d] = dev;
+        }
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.ring_worker(d);
+    }
+
+    /// Wakes the worker of device `d` (its engine has new work or timers).
+    pub fn ring_worker(&self, d: usize) {
+        self.bells[self.worker_of(d)].ring();
+    }
+
+    /// Wakes every worker.
+    pub fn ring_workers(&self) {
+        self.bells.iter().for_each(Bell::ring);
+    }
+}
+
+/// A worker's state between passes.
+struct Worker<'a> {
+    id: usize,
+    shared: &'a Shared,
+    inbox: Receiver<Frames>,
+    /// Its devices, as of `generation`.
+    devices: Vec<(usize, Arc<Mutex<Device>>)>,
+    generation: u64,
+    /// Kept between passes to reuse their allocations: the frame being built, same-host
+    /// frames (for its devices, then for each other worker's), each device's MAC, captured
+    /// frames, descriptors to sleep on.
+    buf: Vec<u8>,
+    frames: Frames,
+    away: Vec<Frames>,
+    macs: Vec<Option<[u8; 6]>>,
+    taps: Vec<Tap>,
+    fds: Vec<i32>,
+}
+
+/// Runs worker `id` until the daemon halts.
+pub(crate) fn work(id: usize, shared: &Shared, inbox: Receiver<Frames>) {
+    // A worker that panics stops the daemon rather than leaving its devices dead.
+    struct Halt<'a>(&'a Shared);
+    impl Drop for Halt<'_> {
+        fn drop(&mut self) {
+            self.0.halted.store(true, Ordering::SeqCst);
+            self.0.control.ring();
+        }
+    }
+    let _halt = Halt(shared);
+    let mut w = Worker {
+        id,
+        shared,
+        inbox,
+        devices: Vec::new(),
+        generation: u64::MAX,
+        buf: vec![0; MAX_FRAME],
+        frames: Frames::default(),
+        away: (0..shared.workers()).map(|_| Frames::default()).collect(),
+        macs: Vec::new(),
+        taps: Vec::new(),
+        fds: Vec::new(),
+    };
+    let bell = &shared.bells[id];
+    let mut last_work = StdInstant::now();
+    while !shared.halted.load(Ordering::Relaxed) {
+        bell.open();
+        if w.pass() {
+            last_work = StdInstant::now();
+            continue;
+        }
+        if last_work.elapsed() < SPIN {
+            std::thread::yield_now();
+            continue;
+        }
+        w.sleep(bell);
+    }
+}
+
+impl Worker<'_> {
+    /// Looks again at which devices are its own, if that changed.
+    fn refresh(&mut self) {
+        let generation = self.shared.generation.load(Ordering::SeqCst);
+        if generation == self.generation {
+            return;
+        }
+        self.generation = generation;
+        let devices = self
+            .shared
+            .devices
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        self.devices = (devices.iter().enumerate())
+            .filter(|&(d, _)| self.shared.worker_of(d) == self.id)
+            .filter_map(|(d, dev)| Some((d, Arc::clone(dev.as_ref()?))))
+            .collect();
+    }
+
+    fn device(&self, d: usize) -> Option<&Mutex<Device>> {
+        self.devices.iter().find(|x| x.0 == d).map(|x| x.1.as_ref())
+    }
+
+    /// One pass over its devices: the work posted, frames from the wires and from other
+    /// workers, due timers, then everything the engines send. A device's collected writes to
+    /// program memory are made before it sends anything (an ACK must not overtake the data it
+    /// acknowledges), and before completions reach the rings. Same-host frames are handed over
+    /// after every device has sent, so their writes are collected too; then the responses to
+    /// them go out in the same pass, so that, as on a hardware RNIC, an ACK leaves no later
+    /// than the completion it acknowledges reaches the program (which may exit at once and
+    /// take its QP with it). Whether there was any work.
+    fn pass(&mut self) -> bool {
+        self.refresh();
+        let shared = self.shared;
+        let now = shared.now();
+        let capturing = shared.capturing.load(Ordering::Relaxed);
+        shared.switch.macs(&mut self.macs);
+        let macs = std::mem::take(&mut self.macs);
+        let out = Out {
+            now,
+            capturing,
+            macs: &macs,
+        };
+        let mut any = false;
+        for (d, dev) in &self.devices {
+            let mut dev = lock(dev);
+            any |= dev.take_posted(&shared.switch);
+            any |= dev.receive(*d, &out, &shared.switch, &mut self.taps);
+        }
+        while let Ok(batch) = self.inbox.try_recv() {
+            self.frames = batch;
+            any |= self.deliver(&out);
+        }
+        for (d, dev) in &self.devices {
+            let mut dev = lock(dev);
+            let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
+            any |= dev.transmit(*d, Outgoing::All, &out, buf, taps, frames);
+        }
+        // Responses do not call for responses: the second round of deliveries is the last.
+        while self.deliver(&out) {
+            any = true;
+            for (d, dev) in &self.devices {
+                let mut dev = lock(dev);
+                let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
+                dev.transmit(*d, Outgoing::Responses, &out, buf, taps, frames);
+            }
+        }
+        for (w, batch) in self.away.iter_mut().enumerate() {
+            if !batch.is_empty() && shared.inboxes[w].send(std::mem::take(batch)).is_ok() {
+                shared.bells[w].ring();
+            }
+        }
+        let mut tell = false;
+        for (_, dev) in &self.devices {
+            let mut dev = lock(dev);
+            dev.finish();
+            dev.route_events();
+            any |= dev.fill_cqs();
+            tell |= dev.moved || dev.engine.cm().has_events();
+        }
+        if !self.taps.is_empty() {
+            shared
+                .taps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&mut self.taps);
+            tell = true;
+        }
+        if tell {
+            shared.control.ring();
+        }
+        self.macs = macs;
+        any
+    }
+
+    /// Hands the same-host frames in `frames` to its devices' engines, and puts aside those
+    /// for other workers' devices. Whether there were any.
+    fn deliver(&mut self, out: &Out) -> bool {
+        if self.frames.is_empty() {
+            return false;
+        }
+        let frames = std::mem::take(&mut self.frames);
+        for (to, frame) in frames.iter() {
+            let w = self.shared.worker_of(to);
+            if w != self.id {
+                self.away[w].push(to, frame);
+                continue;
+            }
+            if out.capturing {
+                self.taps.push((to, false, frame.to_vec()));
+            }
+            if let Some(target) = self.device(to) {
+                lock(target).engine.handle_trusted_packet(out.now, frame);
+            }
+        }
+        self.frames = frames;
+        self.frames.clear();
+        true
+    }
+
+    /// Sleeps until a wire, a program or another thread has something, or the next timer of
+    /// its engines is due. It says so in every program's region first, then looks once more,
+    /// so work posted in between is not left waiting (its program saw the flag and wrote the
+    /// wake-up socket, or the doorbell is seen now).
+    fn sleep(&mut self, bell: &Bell) {
+        let now = self.shared.now();
+        let mut next = None;
+        let mut rung = !bell.may_sleep();
+        self.fds.clear();
+        self.fds.push(bell.fd());
+        for (_, dev) in &self.devices {
+            let dev = lock(dev);
+            for port in dev.ports.values() {
+                port.rings.set_sleeping(true);
+                rung |= port.rings.rung();
+            }
+            dev.fds(&mut self.fds);
+            if let Some(t) = dev.engine.poll_timeout() {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        }
+        if !rung {
+            let wait = next.map_or(MAX_SLEEP_MS, |t: Instant| {
+                let ms = t.saturating_since(now).as_micros().div_ceil(1000);
+                (ms as i32).min(MAX_SLEEP_MS)
+            });
+            if let Err(err) = sys::poll_readable(&self.fds, wait) {
+                tracing::error!(%err, "poll");
+            }
+        }
+        bell.woken();
+        for (_, dev) in &self.devices {
+            for port in lock(dev).ports.values() {
+                port.rings.set_sleeping(false);
+            }
+        }
+    }
+}
