@@ -22,16 +22,17 @@ trap cleanup EXIT
 # `run_in NS CMD...`: in a namespace, or here for "-".
 run_in() { local n=$1; shift; if [ "$n" = - ]; then "$@"; else ip netns exec "$n" "$@"; fi; }
 
-# A daemon with one device: `daemon NAME NS [NETDEV]`; its socket is $work/NAME.sock.
+# A daemon with one device: `daemon NAME NS [NETDEV]`; its socket is $work/NAME.sock. With
+# WORKERS set, it runs that many data-path threads; with DEVICES, that many local devices.
 daemon() {
     local name=$1 n=$2 dev=${3:-}
     local sock=$work/$name.sock
-    run_in "$n" env SOFTRNIC_SOCKET="$sock" bash -c "exec -a softrnic-bench-$$ $bin daemon" >"$work/$name.log" 2>&1 &
+    run_in "$n" env SOFTRNIC_SOCKET="$sock" bash -c "exec -a softrnic-bench-$$ $bin daemon ${WORKERS:+--workers $WORKERS}" >"$work/$name.log" 2>&1 &
     for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
     if [ -n "$dev" ]; then
         run_in "$n" env SOFTRNIC_SOCKET="$sock" "$bin" up --netdev "$dev" >/dev/null
     else
-        SOFTRNIC_SOCKET="$sock" "$bin" up >/dev/null
+        for _ in $(seq "${DEVICES:-1}"); do SOFTRNIC_SOCKET="$sock" "$bin" up >/dev/null; done
     fi
 }
 

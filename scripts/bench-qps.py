@@ -22,8 +22,11 @@ BATCH = 1000
 
 
 def rss_kib(pid):
+    """The daemon's own memory (RssAnon) and the pages of shared regions it has touched
+    (RssShmem: the rings, which the program maps too), in KiB."""
     with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+        fields = dict(line.split(":", 1) for line in f)
+    return tuple(int(fields[k].split()[0]) for k in ("RssAnon", "RssShmem"))
 
 
 def main():
@@ -78,8 +81,10 @@ def main():
     print(f"create_per_s {n / created:.0f}")
     print(f"connect_per_s {n / connected:.0f}")
     print(f"messages_per_s {half / carried:.0f}")
-    print(f"daemon_bytes_per_qp_created {(after_create - before) * 1024 / n:.0f}")
-    print(f"daemon_bytes_per_qp_loaded {(loaded - before) * 1024 / n:.0f}")
+    for name, at in [("created", after_create), ("loaded", loaded)]:
+        own, rings = ((at[i] - before[i]) * 1024 / n for i in (0, 1))
+        print(f"daemon_bytes_per_qp_{name} {own:.0f}")
+        print(f"ring_bytes_per_qp_{name} {rings:.0f}")
 
 
 main()

@@ -130,6 +130,32 @@ fn ibv_uc_ud_and_srq_pingpong() {
     }
 }
 
+/// Two devices of one daemon, each on its own worker thread: everything between them crosses
+/// threads (RC with its ACKs, UD, an SRQ, READs, atomics, several QPs at once), and the data
+/// the pingpongs check arrives whole.
+#[test]
+fn programs_on_devices_of_two_workers() {
+    let _serial = serial();
+    let s = Setup::new(Topology::TwoWorkers, "wk");
+    for args in [
+        &["ibv_rc_pingpong", "-c", "-s", "65536", "-n", "100"][..],
+        &["ibv_rc_pingpong", "-c", "-e", "-n", "200"],
+        &["ibv_ud_pingpong", "-c", "-s", "1024", "-n", "200"],
+        &["ibv_srq_pingpong", "-c", "-q", "4", "-n", "100"],
+    ] {
+        let (server, client) = s.run("-g", args);
+        let want = format!("{} iters in", args[args.len() - 1]);
+        assert!(client.contains(&want) && server.contains(&want), "{args:?}");
+    }
+    perftest(&s, &["ib_write_bw", "-q", "8", "-n", "200", "-F"]);
+    perftest(&s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
+    perftest(
+        &s,
+        &["ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200", "-F"],
+    );
+    perftest(&s, &["ib_send_lat", "-n", "200", "-F"]);
+}
+
 /// Runs a perftest pair and checks the client printed a result row.
 fn perftest(s: &Setup, args: &[&str]) -> Vec<f64> {
     let (_, client) = s.run("-x", args);

@@ -55,11 +55,33 @@ pub struct Host {
 impl Host {
     /// Starts a daemon and adds a device: on `netdev`, or local.
     pub fn start(tag: &str, ns: Option<&str>, netdev: Option<&str>) -> Host {
+        let mut host = Host::daemon(tag, ns, &[]);
+        let mut up = vec!["up"];
+        if let Some(n) = netdev {
+            up.extend(["--netdev", n]);
+        }
+        host.up(&up);
+        host
+    }
+
+    /// Starts a daemon with `workers` data-path threads and as many local devices: device `d`
+    /// runs on worker `d`.
+    pub fn with_workers(tag: &str, workers: usize) -> Host {
+        let mut host = Host::daemon(tag, None, &["--workers", &workers.to_string()]);
+        for _ in 0..workers {
+            host.up(&["up"]);
+        }
+        host
+    }
+
+    /// Starts a daemon (`softrnic daemon ARGS`) with no device yet.
+    fn daemon(tag: &str, ns: Option<&str>, args: &[&str]) -> Host {
         let socket =
             std::env::temp_dir().join(format!("srn-prog-{}-{tag}.sock", std::process::id()));
         let _ = std::fs::remove_file(&socket);
         let daemon = in_ns(ns, env!("CARGO_BIN_EXE_softrnic"))
             .arg("daemon")
+            .args(args)
             .env("SOFTRNIC_SOCKET", &socket)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -70,25 +92,24 @@ impl Host {
             assert!(Instant::now() < deadline, "the daemon did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
-        let mut host = Host {
+        Host {
             ns: ns.map(str::to_owned),
             socket,
             daemon,
             gid: 0,
-        };
-        let mut up = vec!["up"];
-        if let Some(n) = netdev {
-            up.extend(["--netdev", n]);
         }
-        let out = host.softrnic(&up).output().expect("softrnic up");
+    }
+
+    /// Adds a device (`softrnic up ...`); the GID index of the first device's IPv4 address.
+    fn up(&mut self, up: &[&str]) {
+        let out = self.softrnic(up).output().expect("softrnic up");
         assert!(out.status.success(), "up: {}", text(&out.stderr));
-        let devices = Client::connect(&host.socket).unwrap().devices().unwrap();
-        host.gid = devices[0]
+        let devices = Client::connect(&self.socket).unwrap().devices().unwrap();
+        self.gid = devices[0]
             .gids
             .iter()
             .position(|g| g.to_ip().is_ipv4())
             .expect("an IPv4 GID");
-        host
     }
 
     /// `softrnic ARGS` against this host's daemon.
@@ -310,6 +331,9 @@ pub enum Topology {
     OneHost,
     /// Two hosts in namespaces joined by a veth pair.
     Veth,
+    /// Two processes on one host, on two local devices of one daemon that runs each on its own
+    /// worker thread: same-host frames cross between threads.
+    TwoWorkers,
 }
 
 pub const TOPOLOGIES: [Topology; 2] = [Topology::OneHost, Topology::Veth];
@@ -319,6 +343,8 @@ pub struct Setup {
     pub hosts: Vec<Host>,
     pub server_addr: &'static str,
     pub pair: Option<VethPair>,
+    /// The devices the server and the client open, when not the first.
+    pub devices: Option<[&'static str; 2]>,
 }
 
 impl Setup {
@@ -328,6 +354,13 @@ impl Setup {
                 hosts: vec![Host::start(tag, None, None)],
                 server_addr: "127.0.0.1",
                 pair: None,
+                devices: None,
+            },
+            Topology::TwoWorkers => Setup {
+                hosts: vec![Host::with_workers(tag, 2)],
+                server_addr: "127.0.0.1",
+                pair: None,
+                devices: Some(["srnic1", "srnic0"]),
             },
             Topology::Veth => {
                 let pair = VethPair::new(tag, 1500).expect("a veth pair (needs root)");
@@ -344,6 +377,7 @@ impl Setup {
                     hosts,
                     server_addr: "198.18.1.1",
                     pair: Some(pair),
+                    devices: None,
                 }
             }
         }
@@ -362,7 +396,7 @@ impl Setup {
     /// checking both succeeded.
     pub fn run(&self, gid_flag: &str, args: &[&str]) -> (String, String) {
         let port = next_port();
-        let argv = |h: &Host| -> Vec<String> {
+        let argv = |h: &Host, side: usize| -> Vec<String> {
             let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
             v.extend([
                 gid_flag.into(),
@@ -370,11 +404,14 @@ impl Setup {
                 "-p".into(),
                 port.clone(),
             ]);
+            if let Some(devices) = self.devices {
+                v.extend(["-d".into(), devices[side].into()]);
+            }
             v
         };
         let server = self
             .server()
-            .program(&argv(self.server()))
+            .program(&argv(self.server(), 0))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -382,7 +419,7 @@ impl Setup {
         let mut server = Running(server);
         let ns = self.server().ns.as_deref();
         server.wait_until("listened", || listening(ns, &port));
-        let mut client_args = argv(self.client());
+        let mut client_args = argv(self.client(), 1);
         client_args.push(self.server_addr.into());
         let client = self
             .client()
