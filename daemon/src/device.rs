@@ -168,7 +168,9 @@ impl Device {
     }
 
     /// Sends what the engine has (everything, or only its responses): onto the wire, or for a
-    /// device of this daemon (found by MAC) into `frames`. Whether it sent any.
+    /// device of this daemon (found by MAC) into `frames`. A frame is built straight into the
+    /// link's buffer, and only a same-host one is copied (into `frames`); a device with no
+    /// wire builds into `buf`. Whether it sent any.
     pub fn transmit(
         &mut self,
         d: usize,
@@ -178,15 +180,15 @@ impl Device {
         taps: &mut Vec<Tap>,
         frames: &mut Frames,
     ) -> bool {
-        self.engine.memory_mut().flush();
-        let mut any = false;
-        loop {
+        let engine = &mut self.engine;
+        engine.memory_mut().flush();
+        // The next frame, built into `buf`: its length and whether it goes on the wire, or
+        // `None` when the engine has nothing more.
+        let mut next = |buf: &mut [u8]| -> Option<(usize, bool)> {
             let n = match which {
-                Outgoing::All => self.engine.poll_transmit(out.now, buf),
-                Outgoing::Responses => self.engine.poll_response(buf),
-            };
-            let Some(n) = n else { break };
-            any = true;
+                Outgoing::All => engine.poll_transmit(out.now, buf),
+                Outgoing::Responses => engine.poll_response(buf),
+            }?;
             let frame = &buf[..n];
             if out.capturing {
                 taps.push((d, true, frame.to_vec()));
@@ -197,23 +199,51 @@ impl Device {
                 for to in (0..out.macs.len()).filter(|&to| out.macs[to].is_some()) {
                     frames.push(to, frame);
                 }
-                if let Some(link) = self.wire.link() {
-                    send_on(link, frame);
-                }
-                continue;
+                return Some((n, true));
             }
             let dst = &frame[..6];
             match out.macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
                 // Same-host traffic never touches the wire.
-                Some(to) => frames.push(to, frame),
-                None => {
-                    if let Some(link) = self.wire.link() {
-                        send_on(link, frame);
-                    }
+                Some(to) => {
+                    frames.push(to, frame);
+                    Some((n, false))
                 }
+                None => Some((n, true)),
+            }
+        };
+        let Some(link) = self.wire.link() else {
+            let mut any = false;
+            while next(buf).is_some() {
+                any = true;
+            }
+            return any;
+        };
+        let mut any = false;
+        let mut full = 0;
+        loop {
+            let (mut offered, mut built) = (false, false);
+            link.transmit(&mut |room| {
+                offered = true;
+                let (n, wire) = next(room)?;
+                built = true;
+                wire.then_some(n)
+            });
+            if built {
+                any = true;
+                full = 0;
+            } else if offered {
+                return any;
+            } else {
+                // The link's ring is full (it asked the kernel to drain it). The frame is not
+                // built yet, so waiting loses nothing: the next pass tries again.
+                full += 1;
+                if full == TX_TRIES {
+                    tracing::debug!(device = %self.info.name, "transmit ring full");
+                    return true;
+                }
+                std::thread::yield_now();
             }
         }
-        any
     }
 
     /// The end of a pass: the wire's queued frames go, and the collected writes are made.
@@ -244,15 +274,6 @@ impl Device {
             any |= port.rings.fill_cqs(&mut self.engine);
         }
         any
-    }
-
-    /// What a verbs call must find done first, as a kernel provider's posts are done when they
-    /// return: the work posted before it is in the engine, and the events and completions made
-    /// so far are with the program.
-    pub fn sync(&mut self, switch: &Switch) {
-        self.take_posted(switch);
-        self.route_events();
-        self.fill_cqs();
     }
 
     /// The MAC to reach `gid`: a multicast group's, a device of this daemon, a cached
@@ -331,21 +352,6 @@ fn is_group(frame: &[u8]) -> bool {
     frame.first().is_some_and(|b| b & 1 != 0)
 }
 
-/// How many times a frame is offered to a link whose transmit ring is full (each try lets the
-/// kernel drain it) before it is dropped, as a congested wire would.
+/// How many times the engine's next frame waits for room in a full transmit ring (each try
+/// lets the kernel drain it) before the pass goes on without it.
 const TX_TRIES: usize = 64;
-
-/// Puts `frame` on `link`, waiting briefly while its ring is full.
-fn send_on(link: &mut dyn Link, frame: &[u8]) {
-    for _ in 0..TX_TRIES {
-        let sent = link.transmit(&mut |buf: &mut [u8]| {
-            buf[..frame.len()].copy_from_slice(frame);
-            Some(frame.len())
-        });
-        if sent {
-            return;
-        }
-        std::thread::yield_now();
-    }
-    tracing::debug!(len = frame.len(), "transmit ring full: a frame dropped");
-}

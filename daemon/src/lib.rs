@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant as StdInstant;
 
 use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant};
 use softrnic_wire::EthernetAddress;
@@ -39,7 +40,7 @@ use softrnic_sys as sys;
 use context::Context;
 use device::{Device, Wire};
 use switch::Frames;
-use worker::{MAX_SLEEP_MS, Shared, lock};
+use worker::{MAX_SLEEP_MS, Pass, SPIN, Shared, lock};
 
 /// The daemon's state: the control thread's, and (in `shared`) what it shares with the
 /// workers.
@@ -54,6 +55,8 @@ pub struct Daemon {
     shared: Arc<Shared>,
     /// The workers' inboxes, until `run` starts them.
     inboxes: Vec<Receiver<Frames>>,
+    /// The scratch space of the passes a verbs call runs on its device.
+    pass: Pass,
     /// The rdma_cm ids of every event channel.
     cm: rdma_cm::RdmaCm,
 }
@@ -111,6 +114,7 @@ impl Daemon {
             .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
         listener.set_nonblocking(true)?;
         let (shared, inboxes) = Shared::new(workers)?;
+        let pass = Pass::new(&shared);
         Ok(Daemon {
             listener,
             path: path.to_owned(),
@@ -120,6 +124,7 @@ impl Daemon {
             uid: sys::uid(),
             shared: Arc::new(shared),
             inboxes,
+            pass,
             cm: rdma_cm::RdmaCm::seeded(u64::from(std::process::id())),
         })
     }
@@ -152,19 +157,25 @@ impl Daemon {
     fn control(&mut self, stop: &AtomicBool) -> io::Result<()> {
         let bell = &Arc::clone(&self.shared).control;
         let mut fds = Vec::new();
+        let mut last_work = StdInstant::now();
         while !stop.load(Ordering::Relaxed) && !self.shared.halted.load(Ordering::Relaxed) {
             bell.open();
-            let mut busy = self.accept();
-            if self.serve() {
-                busy = true;
-                // Verbs calls may have given engines frames to send or timers to run.
-                self.shared.ring_workers();
-            }
+            let busy = self.accept() | self.serve();
             self.route_cm();
             self.deliver_taps();
             // Replies and captured frames the socket did not take at once.
             let unsent = self.flush_outbufs();
-            if busy || !bell.may_sleep() {
+            if busy {
+                last_work = StdInstant::now();
+                continue;
+            }
+            // A program's calls come in bursts (a connection's setup, a QP's creation): the
+            // next one is served without waking from poll(2) if it comes soon.
+            if last_work.elapsed() < SPIN {
+                std::thread::yield_now();
+                continue;
+            }
+            if !bell.may_sleep() {
                 continue;
             }
             fds.clear();
@@ -176,6 +187,26 @@ impl Daemon {
             bell.woken();
         }
         Ok(())
+    }
+
+    /// Passes on every device, run here (see [`Pass::run`]), while they find work: a CM
+    /// exchange between two ids of this daemon (a DREQ and its DREP, a REQ, REP and RTU)
+    /// takes a pass per message, and a program's next step may depend on its outcome (rping
+    /// destroys its id right after its disconnect, and an event not yet read then is lost, as
+    /// with the kernel).
+    fn pass_all(&mut self) {
+        const ROUNDS: usize = 4;
+        for _ in 0..ROUNDS {
+            let mut any = false;
+            for d in 0..self.devices.len() {
+                if let Some(dev) = device_at(&self.devices, d) {
+                    any |= self.pass.run(&self.shared, &mut [(d, dev)], None);
+                }
+            }
+            if !any {
+                return;
+            }
+        }
     }
 
     /// Turns each device's rdma_cm events into the programs', and tells the ids on a device

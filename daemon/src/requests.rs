@@ -125,7 +125,14 @@ impl Daemon {
                 Reply::Ok
             }
             Request::CmListeners => Reply::CmListeners(self.cm_listeners()),
-            req if req.is_rdma_cm() => self.rdma_cm(i, req),
+            req if req.is_rdma_cm() => {
+                let reply = self.rdma_cm(i, req);
+                // The MADs it made go now, and what they bring back (a connection between
+                // two ids of one device is made within the pass) reaches the channels.
+                self.pass_all();
+                self.route_cm();
+                reply
+            }
             Request::Open { name } => {
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));
@@ -155,6 +162,8 @@ impl Daemon {
                 dev.ports.insert(i, port);
                 dev.engine.memory_mut().attach(space, pid);
                 dev.info.contexts += 1;
+                // Its worker sleeps on the new program's wake-up socket from now on.
+                self.shared.ring_worker(d);
                 Reply::Ok
             }
             req => {
@@ -197,14 +206,16 @@ impl Daemon {
         let Some(d) = self.contexts[i].as_ref().and_then(|c| c.device) else {
             return error(libc::EINVAL, "open a device first");
         };
-        // The work the program posted before this call goes through the engine first, as a
-        // kernel provider's posts are done when they return: the call sees it (a CQ resized
-        // below the completions of sends posted before it is refused, for one). Its events and
-        // completions reach the program before the call is answered, as in every pass: a CQ
-        // armed now must find in its ring every completion made before the arming, or the
-        // program's poll after arming would miss one that raises no event.
-        let mut dev = device_at(&self.devices, d).expect("open");
-        dev.sync(&self.shared.switch);
+        // The work the program posted before this call goes through the engine first (a pass
+        // on the device, run here), as a kernel provider's posts are done when they return:
+        // the call sees it (a CQ resized below the completions of sends posted before it is
+        // refused, for one). Its events and completions reach the program before the call is
+        // answered, as in every pass: a CQ armed now must find in its ring every completion
+        // made before the arming, or the program's poll after arming would miss one that
+        // raises no event.
+        let mut devices = [(d, device_at(&self.devices, d).expect("open"))];
+        self.pass.run(&self.shared, &mut devices, None);
+        let [(_, mut dev)] = devices;
         // Address handles name a GID; the device resolves its MAC (ARP/ND) before the engine
         // sees it.
         if let Request::ModifyQp { attr, mask, .. } = &mut req

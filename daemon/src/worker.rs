@@ -19,8 +19,8 @@ use softrnic_sys as sys;
 use crate::device::{Device, Out, Outgoing};
 use crate::switch::{Frames, Switch, Tap};
 
-/// How long a worker keeps polling after the last work before it sleeps.
-const SPIN: Duration = Duration::from_micros(200);
+/// How long a thread keeps polling after its last work before it sleeps.
+pub(crate) const SPIN: Duration = Duration::from_micros(200);
 /// The longest sleep, so a stop is seen.
 pub(crate) const MAX_SLEEP_MS: i32 = 50;
 
@@ -36,6 +36,9 @@ pub(crate) struct Bell {
     theirs: OwnedFd,
     mail: AtomicBool,
     asleep: AtomicBool,
+    /// When the thread wakes by itself (ns of [`Shared::now`]); `u64::MAX` while it is awake
+    /// or working out when.
+    until: AtomicU64,
 }
 
 impl Bell {
@@ -46,6 +49,7 @@ impl Bell {
             theirs,
             mail: AtomicBool::new(false),
             asleep: AtomicBool::new(false),
+            until: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -81,8 +85,18 @@ impl Bell {
 
     /// Awake again.
     pub fn woken(&self) {
+        self.until.store(u64::MAX, Ordering::SeqCst);
         self.asleep.store(false, Ordering::SeqCst);
         sys::drain(&self.ours);
+    }
+
+    /// Something is due at `at`: rings if the thread would sleep past it. The thread says
+    /// when it wakes only after it has looked at its timers (and `until` is `u64::MAX` while
+    /// it looks), so a timer armed meanwhile is either seen or rung for.
+    fn due(&self, at: Instant) {
+        if at.as_nanos() < self.until.load(Ordering::SeqCst) {
+            self.ring();
+        }
     }
 }
 
@@ -164,6 +178,136 @@ impl Shared {
     }
 }
 
+/// A pass's scratch space, kept between passes to reuse its allocations: the frame being
+/// built, same-host frames (for the pass's devices, then for each worker's), each device's
+/// MAC, captured frames.
+pub(crate) struct Pass {
+    buf: Vec<u8>,
+    frames: Frames,
+    away: Vec<Frames>,
+    macs: Vec<Option<[u8; 6]>>,
+    taps: Vec<Tap>,
+}
+
+impl Pass {
+    pub fn new(shared: &Shared) -> Pass {
+        Pass {
+            buf: vec![0; MAX_FRAME],
+            frames: Frames::default(),
+            away: (0..shared.workers()).map(|_| Frames::default()).collect(),
+            macs: Vec::new(),
+            taps: Vec::new(),
+        }
+    }
+
+    /// One pass over `devices`, locked throughout (so a verbs call on one of them, or another
+    /// pass, comes wholly before or after it): the work posted, frames from the wires and (in
+    /// `inbox`) from other threads, due timers, then everything the engines send. A device's
+    /// collected writes to program memory are made before it sends anything (an ACK must not
+    /// overtake the data it acknowledges), and before completions reach the rings. Same-host
+    /// frames are handed over after every device has sent, so their writes are collected
+    /// too; then the responses to them go out in the same pass, so that, as on a hardware
+    /// RNIC, an ACK leaves no later than the completion it acknowledges reaches the program
+    /// (which may exit at once and take its QP with it). Frames for other devices go to their
+    /// workers before the locks are let go. Whether there was any work.
+    pub fn run(
+        &mut self,
+        shared: &Shared,
+        devices: &mut [(usize, MutexGuard<'_, Device>)],
+        inbox: Option<&Receiver<Frames>>,
+    ) -> bool {
+        let now = shared.now();
+        let capturing = shared.capturing.load(Ordering::Relaxed);
+        shared.switch.macs(&mut self.macs);
+        let macs = std::mem::take(&mut self.macs);
+        let out = Out {
+            now,
+            capturing,
+            macs: &macs,
+        };
+        let mut any = false;
+        for (d, dev) in devices.iter_mut() {
+            any |= dev.take_posted(&shared.switch);
+            any |= dev.receive(*d, &out, &shared.switch, &mut self.taps);
+        }
+        while let Some(batch) = inbox.and_then(|i| i.try_recv().ok()) {
+            self.frames = batch;
+            any |= self.deliver(shared, &out, devices);
+        }
+        for (d, dev) in devices.iter_mut() {
+            let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
+            any |= dev.transmit(*d, Outgoing::All, &out, buf, taps, frames);
+        }
+        // Responses do not call for responses: the second round of deliveries is the last.
+        while self.deliver(shared, &out, devices) {
+            any = true;
+            for (d, dev) in devices.iter_mut() {
+                let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
+                dev.transmit(*d, Outgoing::Responses, &out, buf, taps, frames);
+            }
+        }
+        for (w, batch) in self.away.iter_mut().enumerate() {
+            if !batch.is_empty() && shared.inboxes[w].send(std::mem::take(batch)).is_ok() {
+                shared.bells[w].ring();
+            }
+        }
+        let mut tell = false;
+        for (d, dev) in devices.iter_mut() {
+            dev.finish();
+            dev.route_events();
+            any |= dev.fill_cqs();
+            tell |= dev.moved || dev.engine.cm().has_events();
+            // A pass another thread runs (a verbs call's) may arm a timer the device's worker,
+            // asleep, does not know of.
+            if inbox.is_none()
+                && let Some(at) = dev.engine.poll_timeout()
+            {
+                shared.bells[shared.worker_of(*d)].due(at);
+            }
+        }
+        if !self.taps.is_empty() {
+            shared
+                .taps
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .append(&mut self.taps);
+            tell = true;
+        }
+        if tell {
+            shared.control.ring();
+        }
+        self.macs = macs;
+        any
+    }
+
+    /// Hands the same-host frames in `frames` to the engines of `devices`, and puts aside
+    /// those for other devices, for their workers. Whether there were any.
+    fn deliver(
+        &mut self,
+        shared: &Shared,
+        out: &Out,
+        devices: &mut [(usize, MutexGuard<'_, Device>)],
+    ) -> bool {
+        if self.frames.is_empty() {
+            return false;
+        }
+        let frames = std::mem::take(&mut self.frames);
+        for (to, frame) in frames.iter() {
+            let Some((_, target)) = devices.iter_mut().find(|x| x.0 == to) else {
+                self.away[shared.worker_of(to)].push(to, frame);
+                continue;
+            };
+            if out.capturing {
+                self.taps.push((to, false, frame.to_vec()));
+            }
+            target.engine.handle_trusted_packet(out.now, frame);
+        }
+        self.frames = frames;
+        self.frames.clear();
+        true
+    }
+}
+
 /// A worker's state between passes.
 struct Worker<'a> {
     id: usize,
@@ -172,14 +316,8 @@ struct Worker<'a> {
     /// Its devices, as of `generation`.
     devices: Vec<(usize, Arc<Mutex<Device>>)>,
     generation: u64,
-    /// Kept between passes to reuse their allocations: the frame being built, same-host
-    /// frames (for its devices, then for each other worker's), each device's MAC, captured
-    /// frames, descriptors to sleep on.
-    buf: Vec<u8>,
-    frames: Frames,
-    away: Vec<Frames>,
-    macs: Vec<Option<[u8; 6]>>,
-    taps: Vec<Tap>,
+    pass: Pass,
+    /// Descriptors to sleep on.
     fds: Vec<i32>,
 }
 
@@ -200,21 +338,20 @@ pub(crate) fn work(id: usize, shared: &Shared, inbox: Receiver<Frames>) {
         inbox,
         devices: Vec::new(),
         generation: u64::MAX,
-        buf: vec![0; MAX_FRAME],
-        frames: Frames::default(),
-        away: (0..shared.workers()).map(|_| Frames::default()).collect(),
-        macs: Vec::new(),
-        taps: Vec::new(),
+        pass: Pass::new(shared),
         fds: Vec::new(),
     };
     let bell = &shared.bells[id];
     let mut last_work = StdInstant::now();
     while !shared.halted.load(Ordering::Relaxed) {
         bell.open();
-        if w.pass() {
+        w.refresh();
+        let mut devices: Vec<_> = w.devices.iter().map(|(d, m)| (*d, lock(m))).collect();
+        if w.pass.run(shared, &mut devices, Some(&w.inbox)) {
             last_work = StdInstant::now();
             continue;
         }
+        drop(devices);
         if last_work.elapsed() < SPIN {
             std::thread::yield_now();
             continue;
@@ -242,107 +379,6 @@ impl Worker<'_> {
             .collect();
     }
 
-    fn device(&self, d: usize) -> Option<&Mutex<Device>> {
-        self.devices.iter().find(|x| x.0 == d).map(|x| x.1.as_ref())
-    }
-
-    /// One pass over its devices: the work posted, frames from the wires and from other
-    /// workers, due timers, then everything the engines send. A device's collected writes to
-    /// program memory are made before it sends anything (an ACK must not overtake the data it
-    /// acknowledges), and before completions reach the rings. Same-host frames are handed over
-    /// after every device has sent, so their writes are collected too; then the responses to
-    /// them go out in the same pass, so that, as on a hardware RNIC, an ACK leaves no later
-    /// than the completion it acknowledges reaches the program (which may exit at once and
-    /// take its QP with it). Whether there was any work.
-    fn pass(&mut self) -> bool {
-        self.refresh();
-        let shared = self.shared;
-        let now = shared.now();
-        let capturing = shared.capturing.load(Ordering::Relaxed);
-        shared.switch.macs(&mut self.macs);
-        let macs = std::mem::take(&mut self.macs);
-        let out = Out {
-            now,
-            capturing,
-            macs: &macs,
-        };
-        let mut any = false;
-        for (d, dev) in &self.devices {
-            let mut dev = lock(dev);
-            any |= dev.take_posted(&shared.switch);
-            any |= dev.receive(*d, &out, &shared.switch, &mut self.taps);
-        }
-        while let Ok(batch) = self.inbox.try_recv() {
-            self.frames = batch;
-            any |= self.deliver(&out);
-        }
-        for (d, dev) in &self.devices {
-            let mut dev = lock(dev);
-            let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
-            any |= dev.transmit(*d, Outgoing::All, &out, buf, taps, frames);
-        }
-        // Responses do not call for responses: the second round of deliveries is the last.
-        while self.deliver(&out) {
-            any = true;
-            for (d, dev) in &self.devices {
-                let mut dev = lock(dev);
-                let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
-                dev.transmit(*d, Outgoing::Responses, &out, buf, taps, frames);
-            }
-        }
-        for (w, batch) in self.away.iter_mut().enumerate() {
-            if !batch.is_empty() && shared.inboxes[w].send(std::mem::take(batch)).is_ok() {
-                shared.bells[w].ring();
-            }
-        }
-        let mut tell = false;
-        for (_, dev) in &self.devices {
-            let mut dev = lock(dev);
-            dev.finish();
-            dev.route_events();
-            any |= dev.fill_cqs();
-            tell |= dev.moved || dev.engine.cm().has_events();
-        }
-        if !self.taps.is_empty() {
-            shared
-                .taps
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .append(&mut self.taps);
-            tell = true;
-        }
-        if tell {
-            shared.control.ring();
-        }
-        self.macs = macs;
-        any
-    }
-
-    /// Hands the same-host frames in `frames` to its devices' engines, and puts aside those
-    /// for other workers' devices. Whether there were any.
-    fn deliver(&mut self, out: &Out) -> bool {
-        if self.frames.is_empty() {
-            return false;
-        }
-        let frames = std::mem::take(&mut self.frames);
-        for (to, frame) in frames.iter() {
-            let w = self.shared.worker_of(to);
-            if w != self.id {
-                self.away[w].push(to, frame);
-                continue;
-            }
-            if out.capturing {
-                self.taps.push((to, false, frame.to_vec()));
-            }
-            if let Some(target) = self.device(to) {
-                lock(target).engine.handle_trusted_packet(out.now, frame);
-            }
-        }
-        self.frames = frames;
-        self.frames.clear();
-        true
-    }
-
     /// Sleeps until a wire, a program or another thread has something, or the next timer of
     /// its engines is due. It says so in every program's region first, then looks once more,
     /// so work posted in between is not left waiting (its program saw the flag and wrote the
@@ -364,11 +400,12 @@ impl Worker<'_> {
                 next = Some(next.map_or(t, |n: Instant| n.min(t)));
             }
         }
+        let longest = now + Duration::from_millis(MAX_SLEEP_MS as u64);
+        let until = next.map_or(longest, |t| t.min(longest));
+        bell.until.store(until.as_nanos(), Ordering::SeqCst);
+        rung |= bell.mail.load(Ordering::SeqCst);
         if !rung {
-            let wait = next.map_or(MAX_SLEEP_MS, |t: Instant| {
-                let ms = t.saturating_since(now).as_micros().div_ceil(1000);
-                (ms as i32).min(MAX_SLEEP_MS)
-            });
+            let wait = until.saturating_since(now).as_micros().div_ceil(1000) as i32;
             if let Err(err) = sys::poll_readable(&self.fds, wait) {
                 tracing::error!(%err, "poll");
             }
