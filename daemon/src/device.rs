@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::time::Duration;
 
 use softrnic_client::proto::DeviceInfo;
@@ -35,10 +34,9 @@ impl Wire {
         }
     }
 
-    pub fn fd(&self) -> Option<i32> {
-        match self {
-            Wire::Link(l) => Some(l.fd().as_raw_fd()),
-            Wire::Local => None,
+    fn poll_fds(&self, fds: &mut Vec<i32>) {
+        if let Wire::Link(l) = self {
+            l.poll_fds(fds);
         }
     }
 }
@@ -340,7 +338,7 @@ impl Device {
     /// The descriptors its worker sleeps on: the wire, the address watch, and the programs'
     /// wake-up sockets.
     pub fn fds(&self, fds: &mut Vec<i32>) {
-        fds.extend(self.wire.fd());
+        self.wire.poll_fds(fds);
         fds.extend(self.watch.as_ref().map(gid::Watch::fd));
         fds.extend(self.ports.values().filter_map(|p| p.rings.wake_fd()));
     }

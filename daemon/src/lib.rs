@@ -499,13 +499,18 @@ impl Daemon {
                         Wire::Link(l) => (l.mac(), l.mtu()),
                         Wire::Local => (local_mac(n), 9000),
                     };
-                    let reason = match req.backend {
+                    let mut reason = match req.backend {
                         Some(_) => format!("{kind:?} as asked"),
                         None if failures.is_empty() => {
                             format!("{kind:?}, the best of {order:?}")
                         }
                         None => format!("{kind:?}, after {}", failures.join("; ")),
                     };
+                    if let Wire::Link(l) = &wire
+                        && l.queues() > 1
+                    {
+                        reason += &format!(", on {} receive queues", l.queues());
+                    }
                     if gids.is_empty() {
                         tracing::warn!(%ifname, "no IP address yet, so no GID until one is added");
                     }

@@ -1,8 +1,8 @@
 //! What every frame backend has beside moving frames (its [`Link`]): the interface it runs on,
-//! and a descriptor to poll for arriving frames.
+//! and the descriptors to poll for arriving frames.
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 
 use crate::Link;
 
@@ -32,8 +32,14 @@ pub trait Backend: Link {
     /// The interface it runs on.
     fn interface(&self) -> Interface;
 
-    /// The descriptor that is readable when frames arrived, for poll(2).
-    fn fd(&self) -> &OwnedFd;
+    /// Adds the descriptors that are readable when frames arrived (one per receive queue),
+    /// for poll(2).
+    fn poll_fds(&self, fds: &mut Vec<RawFd>);
+
+    /// How many of the interface's receive queues it serves.
+    fn queues(&self) -> usize {
+        1
+    }
 
     /// The interface's MAC.
     fn mac(&self) -> [u8; 6] {

@@ -29,6 +29,12 @@ pub struct VethPair {
 impl VethPair {
     /// Creates the pair with interface MTU `mtu`; `tag` keeps names of concurrent pairs apart.
     pub fn new(tag: &str, mtu: u32) -> io::Result<VethPair> {
+        VethPair::with_queues(tag, mtu, 1)
+    }
+
+    /// As [`new`](Self::new), each interface with `queues` receive and transmit queues (a
+    /// frame sent on transmit queue N arrives on the peer's receive queue N).
+    pub fn with_queues(tag: &str, mtu: u32, queues: u32) -> io::Result<VethPair> {
         let base = format!("srn{}{tag}", std::process::id() % 100_000);
         let pair = VethPair {
             ns: [format!("{base}a"), format!("{base}b")],
@@ -39,7 +45,13 @@ impl VethPair {
             run(&["netns", "add", n])?;
         }
         let (x, y) = (&pair.ifs[0], &pair.ifs[1]);
-        run(&["link", "add", x, "type", "veth", "peer", "name", y])?;
+        let q = queues.to_string();
+        let queues = ["numtxqueues", &q, "numrxqueues", &q];
+        let mut add = vec!["link", "add", x];
+        add.extend(queues);
+        add.extend(["type", "veth", "peer", "name", y]);
+        add.extend(queues);
+        run(&add)?;
         let mtu = mtu.to_string();
         for i in 0..2 {
             let (ns, ifname) = (&pair.ns[i], &pair.ifs[i]);

@@ -4,7 +4,7 @@
 
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use crate::Link;
 use softrnic_emu_core::MAX_FRAME;
@@ -114,8 +114,8 @@ impl Backend for AfPacket {
         self.interface
     }
 
-    fn fd(&self) -> &OwnedFd {
-        &self.fd
+    fn poll_fds(&self, fds: &mut Vec<RawFd>) {
+        fds.push(self.fd.as_raw_fd());
     }
 }
 

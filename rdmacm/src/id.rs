@@ -516,12 +516,15 @@ pub(crate) unsafe fn destroy(id: *mut rdma_cm_id) -> c_int {
         Ok(n) => n,
         Err(e) => return fail(errno_of("rdma_destroy_id", &e)),
     };
-    unregister(p.handle);
     if !p.id.event.is_null() {
         ack(p.id.event);
         p.id.event = std::ptr::null_mut();
     }
+    // The id stays findable until the events the daemon handed out are acknowledged, as
+    // rdma-core's id stays valid: another thread may have read one and be about to look its
+    // id up (it would drop the event, unacknowledged, and this wait would never end).
     wait_acked(p, reported);
+    unregister(p.handle);
     if p.sync {
         channel::close(p.id.channel);
     }

@@ -156,6 +156,37 @@ fn programs_on_devices_of_two_workers() {
     perftest(&s, &["ib_send_lat", "-n", "200", "-F"]);
 }
 
+/// AF_XDP serves every receive queue of its interface: the QPs of `ib_write_bw -q 16` leave
+/// on the queue their UDP source port picks (random per QP: all 16 on one of two queues is a
+/// chance of 2 in 65,536), so both of the server's queues receive, and the data goes through.
+#[test]
+fn af_xdp_receives_on_every_queue() {
+    let _serial = serial();
+    let s = Setup::new(Topology::Veth, "mq");
+    let status = s.server().softrnic(&["status"]).output().unwrap();
+    assert!(
+        text(&status.stdout).contains("on 2 receive queues"),
+        "{}",
+        text(&status.stdout)
+    );
+    perftest(&s, &["ib_write_bw", "-q", "16", "-n", "100", "-F"]);
+    let pair = s.pair.as_ref().expect("veth");
+    let stats = in_ns(Some(&pair.ns[0]), "ethtool")
+        .args(["-S", &pair.ifs[0]])
+        .output()
+        .expect("ethtool");
+    let stats = text(&stats.stdout);
+    let redirected = |q: usize| -> u64 {
+        let key = format!("rx_queue_{q}_xdp_redirect:");
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
+    };
+    assert!(redirected(0) > 0 && redirected(1) > 0, "{stats}");
+}
+
 /// Runs a perftest pair and checks the client printed a result row.
 fn perftest(s: &Setup, args: &[&str]) -> Vec<f64> {
     let (_, client) = s.run("-x", args);

@@ -53,6 +53,26 @@ pub fn if_mtu(fd: &OwnedFd, name: &str) -> io::Result<u32> {
     Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// How many receive queues the interface has (ETHTOOL_GCHANNELS: its RX-only and combined
+/// channels); 1 for a driver that does not say.
+pub fn if_rx_queues(fd: &OwnedFd, name: &str) -> io::Result<u32> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    /// `struct ethtool_channels`: the command, four maxima, then the counts (rx, tx, other,
+    /// combined).
+    #[repr(C)]
+    struct Channels([u32; 9]);
+    let mut channels = Channels([0; 9]);
+    channels.0[0] = ETHTOOL_GCHANNELS;
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_data = (&raw mut channels).cast();
+    // SAFETY: `req` and the `channels` it points to live across the call, which fills them.
+    match check(unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &raw mut req) }) {
+        Ok(_) => Ok((channels.0[5] + channels.0[8]).max(1)),
+        Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(1),
+        Err(e) => Err(e),
+    }
+}
+
 /// Adds (SIOCADDMULTI) or removes (SIOCDELMULTI) a multicast MAC in the interface's receive
 /// filter, as rxe's `dev_mc_add` does when a QP joins a group, through any socket of its
 /// namespace.

@@ -11,7 +11,7 @@ mod ring;
 
 use std::io;
 use std::mem::size_of;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use crate::Link;
@@ -25,8 +25,10 @@ use softrnic_sys as sys;
 
 /// Bytes per UMEM chunk.
 const CHUNK: u32 = 4096;
-/// Chunks in the UMEM: half receive, half transmit.
+/// Chunks in the UMEM: half receive, half transmit. An interface with several receive queues
+/// shares them out, each queue's UMEM keeping at least `MIN_CHUNKS`.
 const CHUNKS: u32 = 4096;
+const MIN_CHUNKS: u32 = 512;
 /// Entries per ring.
 const RING: u32 = 2048;
 /// The kernel's headroom before a received frame (XDP_PACKET_HEADROOM).
@@ -47,8 +49,24 @@ pub struct XdpStats {
     pub rx_too_long: u64,
 }
 
-/// An AF_XDP socket on queue 0 of one interface, with its program attached.
+/// AF_XDP sockets on every receive queue of one interface, with the program that sends each
+/// queue's RoCEv2 frames to its socket attached.
 pub struct AfXdp {
+    /// One per receive queue, in queue order.
+    sockets: Vec<Socket>,
+    /// The socket `receive` looks at first (they take turns).
+    next_rx: usize,
+    /// A frame being built, before it is split into its queue's chunks.
+    tx_frame: Vec<u8>,
+    interface: Interface,
+    // The link detaches the program on drop; the map and program live as long.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+}
+
+/// The socket of one queue: its UMEM and four rings.
+struct Socket {
     fd: OwnedFd,
     umem: Mmap,
     fill: Ring<u64>,
@@ -61,16 +79,9 @@ pub struct AfXdp {
     refill: Vec<u64>,
     /// Frames pushed to the TX ring since the last kick.
     unkicked: u32,
-    /// A frame being assembled from several RX descriptors, and one being split into TX ones.
+    /// A frame being assembled from several RX descriptors.
     rx_frame: Vec<u8>,
-    tx_frame: Vec<u8>,
-    interface: Interface,
-    // The link detaches the program on drop; the map and program live as long.
-    _link: OwnedFd,
-    _prog: OwnedFd,
-    _map: OwnedFd,
-    /// Counters.
-    pub stats: XdpStats,
+    stats: XdpStats,
 }
 
 fn setsockopt<T>(fd: &OwnedFd, name: i32, value: &T) -> io::Result<()> {
@@ -105,10 +116,74 @@ fn err(e: io::Error, what: &str) -> io::Error {
 }
 
 impl AfXdp {
-    /// Opens interface `ifname` (in the calling thread's namespace), attaches the program in
-    /// `mode`, and binds a socket to queue 0.
+    /// Opens interface `ifname` (in the calling thread's namespace), binds a socket to each
+    /// of its receive queues, and attaches the program in `mode`.
     pub fn open(ifname: &str, mode: Mode) -> io::Result<AfXdp> {
         let ifindex = sys::if_index(ifname).map_err(|e| err(e, ifname))?;
+        let probe = sys::packet_socket().map_err(|e| err(e, "query the interface"))?;
+        let interface = Interface::query(&probe, ifname).map_err(|e| err(e, ifname))?;
+        let queues = sys::if_rx_queues(&probe, ifname).map_err(|e| err(e, ifname))?;
+        // The queues share the UMEM one queue would have, down to a floor.
+        let chunks = (CHUNKS / queues).max(MIN_CHUNKS);
+        let sockets = (0..queues)
+            .map(|q| Socket::open(ifindex, q, chunks))
+            .collect::<io::Result<Vec<_>>>()?;
+        let xskmap = bpf::xskmap(queues).map_err(|e| err(e, "create the XSKMAP"))?;
+        for (q, socket) in sockets.iter().enumerate() {
+            bpf::map_set(&xskmap, q as u32, socket.fd.as_raw_fd())
+                .map_err(|e| err(e, "fill the XSKMAP"))?;
+        }
+        let prog = bpf::load(&xskmap).map_err(|e| err(e, "load the XDP program"))?;
+        let link =
+            bpf::attach(&prog, ifindex, mode).map_err(|e| err(e, "attach the XDP program"))?;
+        Ok(AfXdp {
+            sockets,
+            next_rx: 0,
+            tx_frame: vec![0; MAX_FRAME],
+            interface,
+            _link: link,
+            _prog: prog,
+            _map: xskmap,
+        })
+    }
+
+    /// Its counters, summed over the queues, and each queue's frames received.
+    pub fn stats(&self) -> (XdpStats, Vec<u64>) {
+        let mut sum = XdpStats::default();
+        for s in &self.sockets {
+            sum.tx += s.stats.tx;
+            sum.rx += s.stats.rx;
+            sum.rx_too_long += s.stats.rx_too_long;
+        }
+        (sum, self.sockets.iter().map(|s| s.stats.rx).collect())
+    }
+}
+
+/// The queue a frame is sent on: by its UDP source port, which RoCEv2 sets per QP (the flow's
+/// entropy, Annex A17.5.1.1), so a QP's frames keep their order and QPs spread over the queues as the peer's
+/// receive side hashes them. Queue 0 for anything else.
+fn queue_of(frame: &[u8], queues: usize) -> usize {
+    if queues == 1 {
+        return 0;
+    }
+    let at = |i: usize| frame.get(i).copied().map_or(0, usize::from);
+    let mut l3 = 14;
+    let mut ethertype = at(12) << 8 | at(13);
+    if ethertype == 0x8100 {
+        l3 += 4;
+        ethertype = at(16) << 8 | at(17);
+    }
+    let udp = match ethertype {
+        0x0800 => l3 + (at(l3) & 0xf) * 4,
+        0x86dd => l3 + 40,
+        _ => return 0,
+    };
+    (at(udp) << 8 | at(udp + 1)) % queues
+}
+
+impl Socket {
+    /// A socket bound to queue `queue` of interface `ifindex`, with a UMEM of `chunks` chunks.
+    fn open(ifindex: u32, queue: u32, chunks: u32) -> io::Result<Socket> {
         // SAFETY: no pointers; the descriptor is owned below.
         let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if raw < 0 {
@@ -117,7 +192,7 @@ impl AfXdp {
         // SAFETY: a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
 
-        let umem = Mmap::new((CHUNK * CHUNKS) as usize, None).map_err(|e| err(e, "UMEM"))?;
+        let umem = Mmap::new((CHUNK * chunks) as usize, None).map_err(|e| err(e, "UMEM"))?;
         // Zeroed in full: kernels from 6.8 read tx_metadata_len.
         // SAFETY: xdp_umem_reg is plain data; all-zero is valid.
         let mut reg: libc::xdp_umem_reg = unsafe { std::mem::zeroed() };
@@ -159,17 +234,17 @@ impl AfXdp {
         let tx = Ring::map(&fd, libc::XDP_PGOFF_TX_RING as u64, &off.tx, RING).map_err(map)?;
 
         // Half the chunks wait in the fill ring for received frames; half are for sending.
-        for i in 0..CHUNKS / 2 {
+        for i in 0..chunks / 2 {
             fill.push(u64::from(i * CHUNK));
         }
-        let free = (CHUNKS / 2..CHUNKS).map(|i| u64::from(i * CHUNK)).collect();
+        let free = (chunks / 2..chunks).map(|i| u64::from(i * CHUNK)).collect();
 
         // SAFETY: sockaddr_xdp is plain data; all-zero is valid.
         let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
         sa.sxdp_family = libc::AF_XDP as u16;
         sa.sxdp_flags = libc::XDP_COPY | libc::XDP_USE_NEED_WAKEUP | libc::XDP_USE_SG;
         sa.sxdp_ifindex = ifindex;
-        sa.sxdp_queue_id = 0;
+        sa.sxdp_queue_id = queue;
         let bind = || {
             // SAFETY: `sa` outlives the call and its size is passed.
             let ret = unsafe {
@@ -195,17 +270,8 @@ impl AfXdp {
                     Err(e)
                 }
             })
-            .map_err(|e| err(e, "bind the AF_XDP socket"))?;
-
-        let xskmap = bpf::xskmap(1).map_err(|e| err(e, "create the XSKMAP"))?;
-        bpf::map_set(&xskmap, 0, fd.as_raw_fd()).map_err(|e| err(e, "fill the XSKMAP"))?;
-        let prog = bpf::load(&xskmap).map_err(|e| err(e, "load the XDP program"))?;
-        let link =
-            bpf::attach(&prog, ifindex, mode).map_err(|e| err(e, "attach the XDP program"))?;
-
-        let probe = sys::packet_socket().map_err(|e| err(e, "query the interface"))?;
-        let interface = Interface::query(&probe, ifname).map_err(|e| err(e, ifname))?;
-        Ok(AfXdp {
+            .map_err(|e| err(e, &format!("bind the AF_XDP socket of queue {queue}")))?;
+        Ok(Socket {
             fd,
             umem,
             fill,
@@ -216,11 +282,6 @@ impl AfXdp {
             refill: Vec::new(),
             unkicked: 0,
             rx_frame: Vec::with_capacity(MAX_FRAME),
-            tx_frame: vec![0; MAX_FRAME],
-            interface,
-            _link: link,
-            _prog: prog,
-            _map: xskmap,
             stats: XdpStats::default(),
         })
     }
@@ -260,56 +321,42 @@ impl AfXdp {
     }
 }
 
-impl Backend for AfXdp {
-    fn interface(&self) -> Interface {
-        self.interface
-    }
-
-    fn fd(&self) -> &OwnedFd {
-        &self.fd
-    }
-}
-
-impl Link for AfXdp {
-    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+impl Socket {
+    /// Whether the TX ring and the free chunks have room for the longest frame; if not, the
+    /// kernel is asked to drain the ring.
+    fn room(&mut self) -> bool {
         self.reclaim();
-        // Room for the longest frame: enough free chunks and TX slots.
         let worst = MAX_FRAME.div_ceil(CHUNK_DATA);
         if self.tx.free() < worst as u32 || self.free.len() < worst {
-            // Let the kernel drain the TX ring and complete what it sent.
             self.kick();
             return false;
         }
-        let mut frame = std::mem::take(&mut self.tx_frame);
-        let sent = match fill(&mut frame) {
-            Some(n) => {
-                // One descriptor per chunk; all but the last say the frame continues.
-                let pieces = frame[..n].chunks(CHUNK_DATA);
-                let last = pieces.len() - 1;
-                for (i, piece) in pieces.enumerate() {
-                    let addr = self.free.pop().expect("counted above");
-                    self.chunk(addr, piece.len()).copy_from_slice(piece);
-                    let options = if i < last { libc::XDP_PKT_CONTD } else { 0 };
-                    let desc = libc::xdp_desc {
-                        addr,
-                        len: piece.len() as u32,
-                        options,
-                    };
-                    self.tx.push(desc);
-                }
-                // Copy mode sends only on a kick, which sends at most 32 frames: kick every
-                // 32, and when the caller next looks for received frames (end of a burst).
-                self.unkicked += 1;
-                if self.unkicked >= 32 {
-                    self.kick();
-                }
-                self.stats.tx += 1;
-                true
-            }
-            None => false,
-        };
-        self.tx_frame = frame;
-        sent
+        true
+    }
+
+    /// Queues `frame`, which [`room`](Self::room) made room for.
+    fn push(&mut self, frame: &[u8]) {
+        // One descriptor per chunk; all but the last say the frame continues.
+        let pieces = frame.chunks(CHUNK_DATA);
+        let last = pieces.len() - 1;
+        for (i, piece) in pieces.enumerate() {
+            let addr = self.free.pop().expect("room made");
+            self.chunk(addr, piece.len()).copy_from_slice(piece);
+            let options = if i < last { libc::XDP_PKT_CONTD } else { 0 };
+            let desc = libc::xdp_desc {
+                addr,
+                len: piece.len() as u32,
+                options,
+            };
+            self.tx.push(desc);
+        }
+        // Copy mode sends only on a kick, which sends at most 32 frames: kick every 32, and
+        // when the caller next looks for received frames (end of a burst).
+        self.unkicked += 1;
+        if self.unkicked >= 32 {
+            self.kick();
+        }
+        self.stats.tx += 1;
     }
 
     fn flush(&mut self) {
@@ -318,6 +365,7 @@ impl Link for AfXdp {
         }
     }
 
+    /// Calls `deliver` with the next whole frame received, if there is one.
     fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
         // Frames the kernel has not taken yet (it takes at most 32 per kick) get another kick.
         if self.tx.free() < RING {
@@ -369,5 +417,94 @@ impl Link for AfXdp {
                 return true;
             }
         }
+    }
+}
+
+impl Backend for AfXdp {
+    fn interface(&self) -> Interface {
+        self.interface
+    }
+
+    fn poll_fds(&self, fds: &mut Vec<RawFd>) {
+        fds.extend(self.sockets.iter().map(|s| s.fd.as_raw_fd()));
+    }
+
+    fn queues(&self) -> usize {
+        self.sockets.len()
+    }
+}
+
+impl Link for AfXdp {
+    fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        // Room for the longest frame on every queue, so the frame's own queue has it.
+        if !self.sockets.iter_mut().all(Socket::room) {
+            return false;
+        }
+        let mut frame = std::mem::take(&mut self.tx_frame);
+        let sent = match fill(&mut frame) {
+            Some(n) => {
+                let q = queue_of(&frame[..n], self.sockets.len());
+                self.sockets[q].push(&frame[..n]);
+                true
+            }
+            None => false,
+        };
+        self.tx_frame = frame;
+        sent
+    }
+
+    fn flush(&mut self) {
+        self.sockets.iter_mut().for_each(Socket::flush);
+    }
+
+    fn receive(&mut self, deliver: &mut dyn FnMut(&[u8])) -> bool {
+        // The queues take turns, so a busy one does not starve the others.
+        let n = self.sockets.len();
+        for i in 0..n {
+            let q = (self.next_rx + i) % n;
+            if self.sockets[q].receive(deliver) {
+                self.next_rx = (q + 1) % n;
+                return true;
+            }
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A RoCEv2 frame's first 48 bytes, with UDP source port `port`, over IPv4 (`v6` false)
+    /// or IPv6, maybe VLAN-tagged.
+    fn frame(port: u16, v6: bool, vlan: bool) -> Vec<u8> {
+        let mut f = vec![0u8; 12];
+        if vlan {
+            f.extend([0x81, 0x00, 0, 5]);
+        }
+        if v6 {
+            f.extend([0x86, 0xdd]);
+            f.extend([0x60; 40]);
+        } else {
+            f.extend([0x08, 0x00, 0x45]);
+            f.extend([0; 19]);
+        }
+        f.extend(port.to_be_bytes());
+        f.extend([0x12, 0xb7]);
+        f
+    }
+
+    #[test]
+    fn a_frame_goes_to_the_queue_its_udp_source_port_names() {
+        for (v6, vlan) in [(false, false), (true, false), (false, true), (true, true)] {
+            for port in [0xc000u16, 0xc001, 0xc002, 0xffff] {
+                let f = frame(port, v6, vlan);
+                assert_eq!(queue_of(&f, 4), usize::from(port) % 4, "{v6} {vlan} {port}");
+                assert_eq!(queue_of(&f, 1), 0);
+            }
+        }
+        // Not IP, or cut short: queue 0, no panic.
+        assert_eq!(queue_of(&[0u8; 14], 4), 0);
+        assert_eq!(queue_of(&frame(7, false, false)[..20], 4), 0);
     }
 }

@@ -329,7 +329,7 @@ pub fn tally(
 pub enum Topology {
     /// Two processes on one host.
     OneHost,
-    /// Two hosts in namespaces joined by a veth pair.
+    /// Two hosts in namespaces joined by a veth pair, with two queues a side.
     Veth,
     /// Two processes on one host, on two local devices of one daemon that runs each on its own
     /// worker thread: same-host frames cross between threads.
@@ -363,7 +363,9 @@ impl Setup {
                 devices: Some(["srnic1", "srnic0"]),
             },
             Topology::Veth => {
-                let pair = VethPair::new(tag, 1500).expect("a veth pair (needs root)");
+                // Two queues a side: AF_XDP serves every receive queue, and a QP's frames
+                // leave on the queue its UDP source port picks.
+                let pair = VethPair::with_queues(tag, 1500, 2).expect("a veth pair (needs root)");
                 // AF_XDP sees the peer's offloaded (incomplete) UDP checksums otherwise.
                 for i in 0..2 {
                     let _ = pair.exec(i, &["ethtool", "-K", &pair.ifs[i], "tx", "off"]);
