@@ -93,6 +93,18 @@ pub struct Frame {
     pub data: Vec<u8>,
 }
 
+/// A QP's rings: its send ring and, unless it has an SRQ, its receive ring.
+struct QpRings {
+    sq: SendQueue,
+    rq: Receives,
+}
+
+/// Where a QP's receives go.
+enum Receives {
+    Ring(RecvQueue),
+    Srq(u32),
+}
+
 /// A QP's send ring, with what `ibv_post_send` checks against.
 struct SendQueue {
     ring: Ring,
@@ -163,12 +175,9 @@ pub struct Client {
     async_events: VecDeque<Event>,
     /// Per completion channel, CQs that fired and were fetched ahead of their bytes.
     cq_events: HashMap<u32, VecDeque<u32>>,
-    /// Rings, by QP (send, receive), SRQ and CQ; QP capabilities for checks at post time.
-    sqs: HashMap<u32, SendQueue>,
-    rqs: HashMap<u32, RecvQueue>,
+    /// Rings, by QP, SRQ and CQ; QP capabilities for checks at post time.
+    qps: HashMap<u32, QpRings>,
     srqs: HashMap<u32, RecvQueue>,
-    /// The SRQ of each QP that has one.
-    qp_srq: HashMap<u32, u32>,
     cqs: HashMap<u32, Ring>,
     /// A slot's bytes, encoded before they go into a ring or copied out of one.
     slot: Vec<u8>,
@@ -207,10 +216,8 @@ impl Client {
             async_fd: None,
             async_events: VecDeque::new(),
             cq_events: HashMap::new(),
-            sqs: HashMap::new(),
-            rqs: HashMap::new(),
+            qps: HashMap::new(),
             srqs: HashMap::new(),
-            qp_srq: HashMap::new(),
             cqs: HashMap::new(),
             slot: Vec::new(),
             lost: false,
@@ -491,17 +498,21 @@ impl Client {
                     cap: init.cap,
                     state: QpState::Reset,
                 };
-                self.sqs.insert(qpn, sq);
-                if let Some(srq) = init.srq {
-                    self.qp_srq.insert(qpn, srq);
-                }
-                if let Some(rq) = rq {
-                    let rq = self.ring(rq)?;
-                    self.rqs.insert(
-                        qpn,
-                        RecvQueue::new(rq, init.cap.max_recv_wr, init.cap.max_recv_sge),
-                    );
-                }
+                let rq = match (init.srq, rq) {
+                    (Some(srq), _) => Receives::Srq(srq),
+                    (None, Some(rq)) => Receives::Ring(RecvQueue::new(
+                        self.ring(rq)?,
+                        init.cap.max_recv_wr,
+                        init.cap.max_recv_sge,
+                    )),
+                    (None, None) => {
+                        return Err(Error {
+                            errno: libc::EPROTO,
+                            message: "the daemon gave a QP without an SRQ no receive ring".into(),
+                        });
+                    }
+                };
+                self.qps.insert(qpn, QpRings { sq, rq });
                 Ok(qpn)
             }
             r => Err(unexpected(r)),
@@ -512,9 +523,9 @@ impl Client {
     pub fn modify_qp(&mut self, qpn: u32, attr: QpAttr, mask: AttrMask) -> Result<()> {
         self.ok(Request::ModifyQp { qpn, attr, mask })?;
         if mask.contains(AttrMask::STATE)
-            && let Some(sq) = self.sqs.get_mut(&qpn)
+            && let Some(q) = self.qps.get_mut(&qpn)
         {
-            sq.state = attr.qp_state;
+            q.sq.state = attr.qp_state;
         }
         Ok(())
     }
@@ -530,9 +541,7 @@ impl Client {
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
         self.release(Request::DestroyQp(qpn))?;
-        self.sqs.remove(&qpn);
-        self.rqs.remove(&qpn);
-        self.qp_srq.remove(&qpn);
+        self.qps.remove(&qpn);
         Ok(())
     }
 
@@ -551,7 +560,7 @@ impl Client {
     /// WR the QP cannot carry (its state, type or capabilities), ENOMEM when the queue is full
     /// (the daemon leaves WRs in the ring while the QP's queue has no room).
     pub fn post_send(&mut self, qpn: u32, wrs: Vec<SendWr>) -> Result<()> {
-        let result = push_all(wrs, |wr| self.push_send(qpn, wr, None));
+        let result = push_all(wrs, |wr| self.push_send(qpn, &wr, None));
         let rung = self.doorbell();
         result.and(rung)
     }
@@ -559,7 +568,7 @@ impl Client {
     /// Puts one send work request into the QP's ring, with `post_send`'s checks; the caller
     /// rings the doorbell after a batch. An inline WR's bytes are `taken` by the caller, or
     /// read here from the SGEs (a bad address is then EINVAL, not a fault).
-    pub fn push_send(&mut self, qpn: u32, wr: SendWr, taken: Option<&[u8]>) -> Result<()> {
+    pub fn push_send(&mut self, qpn: u32, wr: &SendWr, taken: Option<&[u8]>) -> Result<()> {
         let einval = |m: &str| Error {
             errno: libc::EINVAL,
             message: m.into(),
@@ -567,7 +576,7 @@ impl Client {
         if self.lost {
             return Err(gone());
         }
-        let sq = self.sqs.get(&qpn).ok_or_else(|| einval("no such QP"))?;
+        let sq = &self.qps.get(&qpn).ok_or_else(|| einval("no such QP"))?.sq;
         // What the engine would refuse is refused here, at post time, as rxe does: the daemon
         // takes the WR later, when the program can no longer be told.
         if sq.state < QpState::Rts && sq.state != QpState::Err {
@@ -585,9 +594,9 @@ impl Client {
                 Some(&read[..])
             }
         };
-        let sq = self.sqs.get_mut(&qpn).expect("checked");
+        let sq = &mut self.qps.get_mut(&qpn).expect("checked").sq;
         self.slot.resize(sq.ring.slot_size(), 0);
-        let n = slot::encode_send(&wr, inline, &mut self.slot)
+        let n = slot::encode_send(wr, inline, &mut self.slot)
             .ok_or_else(|| einval("the work request does not fit the QP's capabilities"))?;
         if !sq.ring.push(&self.slot[..n]) {
             return Err(Error {
@@ -628,16 +637,19 @@ impl Client {
         }
         // Receives may be posted from INIT on, not in RESET (IBA 10.8.2.2; rxe: EINVAL).
         if self
-            .sqs
+            .qps
             .get(&qpn)
-            .is_some_and(|q| q.state == QpState::Reset)
+            .is_some_and(|q| q.sq.state == QpState::Reset)
         {
             return Err(Error {
                 errno: libc::EINVAL,
                 message: "the QP is in RESET".into(),
             });
         }
-        let q = queue(self.rqs.get_mut(&qpn))?;
+        let q = queue(self.qps.get_mut(&qpn).and_then(|q| match &mut q.rq {
+            Receives::Ring(r) => Some(r),
+            Receives::Srq(_) => None,
+        }))?;
         q.push(wr)?;
         announce(&mut self.notices, &q.ring, WorkQueue::Recv(qpn));
         Ok(())
@@ -696,9 +708,10 @@ impl Client {
         }
         // A receive completion frees its work request's place in the queue.
         for wc in out[..got].iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
-            let queue = match self.qp_srq.get(&wc.qp_num) {
-                Some(srq) => self.srqs.get_mut(srq),
-                None => self.rqs.get_mut(&wc.qp_num),
+            let queue = match self.qps.get_mut(&wc.qp_num).map(|q| &mut q.rq) {
+                Some(Receives::Ring(r)) => Some(r),
+                Some(Receives::Srq(srq)) => self.srqs.get_mut(srq),
+                None => None,
             };
             if let Some(q) = queue {
                 q.outstanding = q.outstanding.saturating_sub(1);

@@ -13,15 +13,12 @@ use crate::rings::Rings;
 use softrnic_client::proto::{self, Reply, Request};
 use softrnic_sys as sys;
 
-/// Objects a context created.
+/// Objects a context created that have no rings (those that have are its rings' keys).
 #[derive(Debug, Default)]
 pub(super) struct Owned {
     pub pds: BTreeSet<u32>,
     pub mrs: BTreeSet<u32>,
     pub mws: BTreeSet<u32>,
-    pub cqs: BTreeSet<u32>,
-    pub srqs: BTreeSet<u32>,
-    pub qps: BTreeSet<u32>,
 }
 
 /// One connection, as the control thread serves it.
@@ -176,21 +173,21 @@ impl Port {
 
     /// Whether the event is about one of this context's objects.
     pub fn owns(&self, event: &Event) -> bool {
-        let o = &self.owned;
+        let r = &self.rings;
         match *event {
-            Event::Completion { cq } | Event::CqError { cq } => o.cqs.contains(&cq),
-            Event::SrqLimitReached { srq } => o.srqs.contains(&srq),
+            Event::Completion { cq } | Event::CqError { cq } => r.cqs.contains_key(&cq),
+            Event::SrqLimitReached { srq } => r.srqs.contains_key(&srq),
             Event::CommEstablished { qpn }
             | Event::SqDrained { qpn }
             | Event::LastWqeReached { qpn }
-            | Event::QpFatal { qpn } => o.qps.contains(&qpn),
+            | Event::QpFatal { qpn } => r.sqs.contains_key(&qpn),
         }
     }
 
     /// Frees everything the context owns, QPs first (their WRs are flushed), then windows,
     /// regions, SRQs, CQs and PDs.
     pub fn release(&self, engine: &mut Engine<ProcessMemory>) {
-        for &qpn in &self.owned.qps {
+        for &qpn in self.rings.sqs.keys() {
             let _ = engine.destroy_qp(qpn);
         }
         for &key in &self.owned.mws {
@@ -199,10 +196,10 @@ impl Port {
         for &key in &self.owned.mrs {
             let _ = engine.dereg_mr(key);
         }
-        for &srq in &self.owned.srqs {
+        for &srq in self.rings.srqs.keys() {
             let _ = engine.destroy_srq(srq);
         }
-        for &cq in &self.owned.cqs {
+        for &cq in self.rings.cqs.keys() {
             let _ = engine.destroy_cq(cq);
         }
         for &pd in &self.owned.pds {
@@ -212,7 +209,7 @@ impl Port {
 
     /// PDs, MRs, CQs and QPs held.
     pub fn counts(&self) -> [u32; 4] {
-        let o = &self.owned;
-        [o.pds.len(), o.mrs.len(), o.cqs.len(), o.qps.len()].map(|n| n as u32)
+        let (o, r) = (&self.owned, &self.rings);
+        [o.pds.len(), o.mrs.len(), r.cqs.len(), r.sqs.len()].map(|n| n as u32)
     }
 }

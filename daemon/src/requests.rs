@@ -284,7 +284,6 @@ impl Daemon {
                             if let Some(c) = channel {
                                 ctx.cq_channel.insert(cq, c);
                             }
-                            o.cqs.insert(cq);
                             ctx.rings.cqs.insert(cq, ring);
                             Reply::CqCreated { cq, ring: info }
                         }
@@ -318,23 +317,22 @@ impl Daemon {
                 Some((_, fired)) => Reply::Cqs(std::mem::take(fired)),
                 None => error(libc::EINVAL, NOT_OURS),
             },
-            Request::DestroyCq(cq) if o.cqs.contains(&cq) => {
+            Request::DestroyCq(cq) if ctx.rings.cqs.contains_key(&cq) => {
                 handle_or(engine.destroy_cq(cq), |()| {
-                    o.cqs.remove(&cq);
                     let ring = ctx.rings.cqs.remove(&cq);
                     ctx.rings.free(ring);
                     ctx.cq_channel.remove(&cq);
                     Reply::Ok
                 })
             }
-            Request::ReqNotifyCq { cq, solicited } if o.cqs.contains(&cq) => {
+            Request::ReqNotifyCq { cq, solicited } if ctx.rings.cqs.contains_key(&cq) => {
                 handle_or(engine.req_notify_cq(cq, solicited), |()| Reply::Ok)
             }
             Request::CreateQp { pd, init }
                 if o.pds.contains(&pd)
-                    && o.cqs.contains(&init.send_cq)
-                    && o.cqs.contains(&init.recv_cq)
-                    && init.srq.is_none_or(|s| o.srqs.contains(&s)) =>
+                    && ctx.rings.cqs.contains_key(&init.send_cq)
+                    && ctx.rings.cqs.contains_key(&init.recv_cq)
+                    && init.srq.is_none_or(|s| ctx.rings.srqs.contains_key(&s)) =>
             {
                 handle_or(engine.create_qp(pd, init), |qpn| {
                     let rings = ctx
@@ -358,7 +356,6 @@ impl Daemon {
                         });
                     match rings {
                         Ok(((sq_info, sq), rq)) => {
-                            o.qps.insert(qpn);
                             ctx.rings.sqs.insert(qpn, sq);
                             let rq_info = rq.map(|(info, ring)| {
                                 ctx.rings.rqs.insert(qpn, ring);
@@ -377,28 +374,27 @@ impl Daemon {
                     }
                 })
             }
-            Request::ModifyQp { qpn, attr, mask } if o.qps.contains(&qpn) => {
+            Request::ModifyQp { qpn, attr, mask } if ctx.rings.sqs.contains_key(&qpn) => {
                 handle_or(engine.modify_qp(qpn, &attr, mask), |()| Reply::Ok)
             }
-            Request::QueryQp(qpn) if o.qps.contains(&qpn) => {
+            Request::QueryQp(qpn) if ctx.rings.sqs.contains_key(&qpn) => {
                 handle_or(engine.query_qp(qpn), |(a, c)| Reply::Qp(a, c))
             }
-            Request::DestroyQp(qpn) if o.qps.contains(&qpn) => {
+            Request::DestroyQp(qpn) if ctx.rings.sqs.contains_key(&qpn) => {
                 handle_or(engine.destroy_qp(qpn), |()| {
-                    o.qps.remove(&qpn);
                     let sq = ctx.rings.sqs.remove(&qpn);
                     let rq = ctx.rings.rqs.remove(&qpn);
                     ctx.rings.free(sq.into_iter().chain(rq));
                     Reply::Ok
                 })
             }
-            Request::AttachMcast { qpn, gid } if o.qps.contains(&qpn) => {
+            Request::AttachMcast { qpn, gid } if ctx.rings.sqs.contains_key(&qpn) => {
                 handle_or(engine.attach_mcast(qpn, gid), |()| Reply::Ok)
             }
-            Request::DetachMcast { qpn, gid } if o.qps.contains(&qpn) => {
+            Request::DetachMcast { qpn, gid } if ctx.rings.sqs.contains_key(&qpn) => {
                 handle_or(engine.detach_mcast(qpn, gid), |()| Reply::Ok)
             }
-            Request::ResizeCq { cq, cqe } if o.cqs.contains(&cq) => {
+            Request::ResizeCq { cq, cqe } if ctx.rings.cqs.contains_key(&cq) => {
                 // Completions the program has not taken must all fit (as rxe: EINVAL).
                 let waiting = ctx.rings.cqs.get(&cq).map_or(0, |r| r.unconsumed().len());
                 if waiting + engine.cq_len(cq).unwrap_or(0) > cqe as usize {
@@ -428,7 +424,6 @@ impl Daemon {
             } if o.pds.contains(&pd) => handle_or(engine.create_srq(pd, max_wr, max_sge), |srq| {
                 match ctx.rings.new_ring(max_wr, slot::recv_slot_size(max_sge)) {
                     Ok((info, ring)) => {
-                        o.srqs.insert(srq);
                         ctx.rings.srqs.insert(srq, ring);
                         Reply::SrqCreated { srq, ring: info }
                     }
@@ -438,12 +433,11 @@ impl Daemon {
                     }
                 }
             }),
-            Request::ModifySrq { srq, limit } if o.srqs.contains(&srq) => {
+            Request::ModifySrq { srq, limit } if ctx.rings.srqs.contains_key(&srq) => {
                 handle_or(engine.modify_srq_limit(srq, limit), |()| Reply::Ok)
             }
-            Request::DestroySrq(srq) if o.srqs.contains(&srq) => {
+            Request::DestroySrq(srq) if ctx.rings.srqs.contains_key(&srq) => {
                 handle_or(engine.destroy_srq(srq), |()| {
-                    o.srqs.remove(&srq);
                     let ring = ctx.rings.srqs.remove(&srq);
                     ctx.rings.free(ring);
                     Reply::Ok

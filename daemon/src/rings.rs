@@ -30,7 +30,8 @@ pub struct Rings {
     region: Option<Arc<Region>>,
     wake: Option<OwnedFd>,
     alloc: Allocator,
-    /// Send rings by QP, receive rings by QP, SRQ rings, CQ rings.
+    /// Send rings by QP, receive rings by QP, SRQ rings, CQ rings: their keys are the
+    /// context's QPs, SRQs and CQs.
     pub sqs: BTreeMap<u32, Ring>,
     pub rqs: BTreeMap<u32, Ring>,
     pub srqs: BTreeMap<u32, Ring>,

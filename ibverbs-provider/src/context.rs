@@ -34,6 +34,8 @@ pub struct State {
     pub objects: Objects,
     /// Whether IBV_EVENT_DEVICE_FATAL was given (once the daemon is gone).
     pub fatal_reported: bool,
+    /// The SGE list of the work request being posted, kept for the next.
+    pub sgl: Vec<softrnic_emu_core::Sge>,
 }
 
 /// A device context. `verbs_context` comes first, and `ibv_context` is its last member, so the
@@ -126,6 +128,7 @@ fn open(device: *mut Device) -> Result<*mut Context, Error> {
             client,
             objects: Objects::default(),
             fatal_reported: false,
+            sgl: Vec::new(),
         }),
     }));
     // SAFETY: just allocated.

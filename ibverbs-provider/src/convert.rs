@@ -17,26 +17,42 @@ use crate::memory::Ah;
 /// # Safety
 /// `list` must point to `n` SGEs (or `n` be 0).
 pub unsafe fn sgl(list: *const ibv_sge, n: c_int) -> Result<Vec<Sge>, c_int> {
+    let mut out = Vec::new();
+    sgl_into(list, n, &mut out)?;
+    Ok(out)
+}
+
+/// As [`sgl`], into `out` (emptied first), whose allocation a caller keeps from one work
+/// request to the next.
+///
+/// # Safety
+/// As [`sgl`].
+unsafe fn sgl_into(list: *const ibv_sge, n: c_int, out: &mut Vec<Sge>) -> Result<(), c_int> {
     if n < 0 || (n > 0 && list.is_null()) {
         return Err(libc::EINVAL);
     }
-    Ok((0..n as usize)
-        .map(|i| {
-            let s = &*list.add(i);
-            Sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            }
-        })
-        .collect())
+    out.clear();
+    out.extend((0..n as usize).map(|i| {
+        let s = &*list.add(i);
+        Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        }
+    }));
+    Ok(())
 }
 
-/// A send work request; EINVAL for an opcode softrnic does not run.
+/// A send work request, its SGEs in `sgl` (a vector kept from one post to the next, so that
+/// posting allocates nothing); EINVAL for an opcode softrnic does not run.
 ///
 /// # Safety
 /// `wr` must be a valid work request whose `ud.ah` (for UD) is one of ours.
-pub unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, c_int> {
+pub unsafe fn send_wr(
+    wr: &ibv_send_wr,
+    qp_type: QpType,
+    mut sgl: Vec<Sge>,
+) -> Result<SendWr, c_int> {
     let rdma = || Remote {
         addr: wr.wr.rdma.remote_addr,
         rkey: wr.wr.rdma.rkey,
@@ -94,10 +110,11 @@ pub unsafe fn send_wr(wr: &ibv_send_wr, qp_type: QpType) -> Result<SendWr, c_int
     } else {
         None
     };
+    sgl_into(wr.sg_list, wr.num_sge, &mut sgl)?;
     Ok(SendWr {
         wr_id: wr.wr_id,
         op,
-        sgl: sgl(wr.sg_list, wr.num_sge)?,
+        sgl,
         flags: SendFlags::from_bits_retain(wr.send_flags),
         ud,
     })
@@ -130,14 +147,15 @@ pub unsafe fn inline_bytes<'a>(wr: &SendWr, buf: &'a mut [u8; MAX_INLINE]) -> Op
     Some(&buf[..at])
 }
 
-/// A receive work request.
+/// A receive work request, its SGEs in `sgl` (kept from one post to the next).
 ///
 /// # Safety
 /// `wr` must be a valid work request.
-pub unsafe fn recv_wr(wr: &ibv_recv_wr) -> Result<RecvWr, c_int> {
+pub unsafe fn recv_wr(wr: &ibv_recv_wr, mut sgl: Vec<Sge>) -> Result<RecvWr, c_int> {
+    sgl_into(wr.sg_list, wr.num_sge, &mut sgl)?;
     Ok(RecvWr {
         wr_id: wr.wr_id,
-        sgl: sgl(wr.sg_list, wr.num_sge)?,
+        sgl,
     })
 }
 

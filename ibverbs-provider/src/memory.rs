@@ -145,7 +145,7 @@ pub unsafe extern "C" fn bind_mw(
     };
     let q = &*qp.cast::<Qp>();
     match q.ctx().call("ibv_bind_mw", |c| {
-        let r = c.push_send(q.qpn(), wr, None);
+        let r = c.push_send(q.qpn(), &wr, None);
         let rung = c.doorbell();
         r.and(rung)
     }) {

@@ -7,7 +7,7 @@ use softrnic_client::client::Client;
 use softrnic_emu_core::{Gid, QpInit, QpType};
 
 use crate::abi::*;
-use crate::context::Context;
+use crate::context::{Context, State};
 use crate::{convert, or_null, qp_ex};
 
 /// A QP. `ibv_qp_ex` comes first and begins with `ibv_qp`, so both of the program's pointers
@@ -161,13 +161,13 @@ unsafe fn post_chain<W>(
     first: *mut W,
     bad: *mut *mut W,
     next: impl Fn(&W) -> *mut W,
-    mut push: impl FnMut(&mut softrnic_client::client::Client, &W) -> Result<(), c_int>,
+    mut push: impl FnMut(&mut State, &W) -> Result<(), c_int>,
 ) -> c_int {
     let mut state = ctx.lock();
     let mut wr = first;
     let mut result = 0;
     while !wr.is_null() {
-        if let Err(e) = push(&mut state.client, &*wr) {
+        if let Err(e) = push(&mut state, &*wr) {
             if !bad.is_null() {
                 *bad = wr;
             }
@@ -209,11 +209,13 @@ pub unsafe extern "C" fn post_send(
         wr,
         bad,
         |w| w.next,
-        |c, w| {
-            let wr = convert::send_wr(w, t)?;
+        |s, w| {
+            let wr = convert::send_wr(w, t, std::mem::take(&mut s.sgl))?;
             let mut buf = [0u8; convert::MAX_INLINE];
             let inline = convert::inline_bytes(&wr, &mut buf);
-            c.push_send(qpn, wr, inline).map_err(errno)
+            let pushed = s.client.push_send(qpn, &wr, inline).map_err(errno);
+            s.sgl = wr.sgl;
+            pushed
         },
     )
 }
@@ -239,9 +241,11 @@ pub unsafe extern "C" fn post_recv(
         wr,
         bad,
         |w| w.next,
-        |c, w| {
-            let wr = convert::recv_wr(w)?;
-            c.push_recv(qpn, &wr).map_err(errno)
+        |s, w| {
+            let wr = convert::recv_wr(w, std::mem::take(&mut s.sgl))?;
+            let pushed = s.client.push_recv(qpn, &wr).map_err(errno);
+            s.sgl = wr.sgl;
+            pushed
         },
     )
 }
@@ -261,9 +265,11 @@ pub unsafe extern "C" fn post_srq_recv(
         wr,
         bad,
         |w| w.next,
-        |c, w| {
-            let wr = convert::recv_wr(w)?;
-            c.push_srq_recv(id, &wr).map_err(errno)
+        |s, w| {
+            let wr = convert::recv_wr(w, std::mem::take(&mut s.sgl))?;
+            let pushed = s.client.push_srq_recv(id, &wr).map_err(errno);
+            s.sgl = wr.sgl;
+            pushed
         },
     )
 }

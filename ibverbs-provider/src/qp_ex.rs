@@ -100,7 +100,7 @@ unsafe extern "C" fn wr_complete(p: *mut ibv_qp_ex) -> c_int {
         let r = batch
             .wrs
             .into_iter()
-            .try_for_each(|wr| c.push_send(qpn, wr, None));
+            .try_for_each(|wr| c.push_send(qpn, &wr, None));
         let rung = c.doorbell();
         r.and(rung)
     });
