@@ -147,7 +147,7 @@ impl Device {
         if let Some(link) = self.wire.link() {
             while link.receive(&mut |f| {
                 if out.capturing {
-                    taps.push((d, false, f.to_vec()));
+                    taps.push(Tap::now(d, false, f));
                 }
                 // A device of this daemon sent it, and it was delivered on this host already.
                 if is_group(f) && out.macs.iter().flatten().any(|m| f.get(6..12) == Some(m)) {
@@ -189,7 +189,7 @@ impl Device {
             }?;
             let frame = &buf[..n];
             if out.capturing {
-                taps.push((d, true, frame.to_vec()));
+                taps.push(Tap::now(d, true, frame));
             }
             if is_group(frame) {
                 // Multicast goes to the wire and, as the kernel loops it back to local

@@ -26,7 +26,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, MutexGuard};
 use std::time::Instant as StdInstant;
 
 use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant};
@@ -40,7 +40,7 @@ use softrnic_sys as sys;
 use context::Context;
 use device::{Device, Wire};
 use switch::Frames;
-use worker::{MAX_SLEEP_MS, Pass, SPIN, Shared, lock};
+use worker::{Locked, MAX_SLEEP_MS, Pass, SPIN, Shared};
 
 /// The daemon's state: the control thread's, and (in `shared`) what it shares with the
 /// workers.
@@ -48,7 +48,7 @@ pub struct Daemon {
     listener: UnixListener,
     path: PathBuf,
     /// Every device, by index (the workers find theirs in `shared`).
-    devices: Vec<Option<Arc<Mutex<Device>>>>,
+    devices: Vec<Option<Arc<Locked>>>,
     contexts: Vec<Option<Context>>,
     next_space: u32,
     uid: u32,
@@ -62,8 +62,8 @@ pub struct Daemon {
 }
 
 /// Device `d` of `devices`, locked.
-fn device_at(devices: &[Option<Arc<Mutex<Device>>>], d: usize) -> Option<MutexGuard<'_, Device>> {
-    devices.get(d)?.as_deref().map(lock)
+fn device_at(devices: &[Option<Arc<Locked>>], d: usize) -> Option<MutexGuard<'_, Device>> {
+    devices.get(d)?.as_deref().map(Locked::lock_ahead)
 }
 
 /// How many data-path threads a daemon runs unless told: `SOFTRNIC_WORKERS`, or one per two
@@ -338,11 +338,9 @@ impl Daemon {
         if taps.is_empty() {
             return;
         }
-        let unix_nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
         let mut names = BTreeMap::new();
-        for (d, outbound, data) in taps {
+        for tap in taps {
+            let d = tap.device;
             let name = names
                 .entry(d)
                 .or_insert_with(|| device_at(&self.devices, d).map(|x| x.info.name.clone()));
@@ -360,10 +358,10 @@ impl Daemon {
                 }
                 let frame = proto::Reply::Frame {
                     device: name.clone(),
-                    outbound,
-                    unix_nanos,
+                    outbound: tap.outbound,
+                    unix_nanos: tap.unix_nanos,
                     dropped: std::mem::take(&mut ctx.dropped),
-                    data: data.clone(),
+                    data: tap.data.clone(),
                 };
                 ctx.queue(&frame);
                 let _ = ctx.flush();
@@ -440,7 +438,7 @@ impl Daemon {
             "device up"
         );
         self.shared.switch.set(n, &dev.info);
-        let dev = Arc::new(Mutex::new(dev));
+        let dev = Arc::new(Locked::new(dev));
         if n == self.devices.len() {
             self.devices.push(Some(Arc::clone(&dev)));
         } else {

@@ -7,8 +7,30 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use softrnic_client::proto::DeviceInfo;
 use softrnic_emu_core::Gid;
 
-/// A frame seen while a capture runs: (device, outbound, bytes).
-pub(crate) type Tap = (usize, bool, Vec<u8>);
+/// A frame seen while a capture runs.
+pub(crate) struct Tap {
+    pub device: usize,
+    pub outbound: bool,
+    /// When it passed, in nanoseconds since the Unix epoch: taken here, since the control
+    /// thread hands frames to captures in batches.
+    pub unix_nanos: u64,
+    pub data: Vec<u8>,
+}
+
+impl Tap {
+    /// Frame `data` passing through `device` now.
+    pub fn now(device: usize, outbound: bool, data: &[u8]) -> Tap {
+        let unix_nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        Tap {
+            device,
+            outbound,
+            unix_nanos,
+            data: data.to_vec(),
+        }
+    }
+}
 
 /// A device's MAC and GIDs.
 type Addresses = ([u8; 6], Vec<Gid>);

@@ -8,7 +8,7 @@
 //! bell.
 
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant as StdInstant};
@@ -24,9 +24,40 @@ pub(crate) const SPIN: Duration = Duration::from_micros(200);
 /// The longest sleep, so a stop is seen.
 pub(crate) const MAX_SLEEP_MS: i32 = 50;
 
-/// Locks a device; a thread that panicked holding it took the daemon down with it already.
-pub(crate) fn lock(dev: &Mutex<Device>) -> MutexGuard<'_, Device> {
-    dev.lock().unwrap_or_else(|e| e.into_inner())
+/// A device behind its lock. Its worker takes the lock again as soon as a pass ends, so a
+/// verbs call could wait for it for long under load; the control thread says it waits, and
+/// the worker lets it go first.
+pub(crate) struct Locked {
+    device: Mutex<Device>,
+    /// Control-thread callers waiting for the lock.
+    wanted: AtomicU32,
+}
+
+impl Locked {
+    pub fn new(device: Device) -> Locked {
+        Locked {
+            device: Mutex::new(device),
+            wanted: AtomicU32::new(0),
+        }
+    }
+
+    /// The worker's lock. A thread that panicked holding it took the daemon down already.
+    fn lock(&self) -> MutexGuard<'_, Device> {
+        self.device.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The control thread's lock, ahead of the worker's next pass.
+    pub fn lock_ahead(&self) -> MutexGuard<'_, Device> {
+        self.wanted.fetch_add(1, Ordering::SeqCst);
+        let guard = self.lock();
+        self.wanted.fetch_sub(1, Ordering::SeqCst);
+        guard
+    }
+
+    /// Whether the control thread waits for the lock.
+    fn wanted(&self) -> bool {
+        self.wanted.load(Ordering::SeqCst) > 0
+    }
 }
 
 /// How one thread wakes another that may sleep in poll(2): a flag that says there is
@@ -103,7 +134,7 @@ impl Bell {
 /// What the control thread and the workers share.
 pub(crate) struct Shared {
     /// Every device, by index.
-    devices: RwLock<Vec<Option<Arc<Mutex<Device>>>>>,
+    devices: RwLock<Vec<Option<Arc<Locked>>>>,
     /// Changes whenever a device is added or removed, so workers know to look again.
     generation: AtomicU64,
     pub switch: Switch,
@@ -155,7 +186,7 @@ impl Shared {
     }
 
     /// Device `d` is `dev` (a new device) or gone (`None`).
-    pub fn set_device(&self, d: usize, dev: Option<Arc<Mutex<Device>>>) {
+    pub fn set_device(&self, d: usize, dev: Option<Arc<Locked>>) {
         {
             let mut devices = self.devices.write().unwrap_or_else(|e| e.into_inner());
             if devices.len() <= d {
@@ -298,7 +329,7 @@ impl Pass {
                 continue;
             };
             if out.capturing {
-                self.taps.push((to, false, frame.to_vec()));
+                self.taps.push(Tap::now(to, false, frame));
             }
             target.engine.handle_trusted_packet(out.now, frame);
         }
@@ -314,7 +345,7 @@ struct Worker<'a> {
     shared: &'a Shared,
     inbox: Receiver<Frames>,
     /// Its devices, as of `generation`.
-    devices: Vec<(usize, Arc<Mutex<Device>>)>,
+    devices: Vec<(usize, Arc<Locked>)>,
     generation: u64,
     pass: Pass,
     /// Descriptors to sleep on.
@@ -346,12 +377,17 @@ pub(crate) fn work(id: usize, shared: &Shared, inbox: Receiver<Frames>) {
     while !shared.halted.load(Ordering::Relaxed) {
         bell.open();
         w.refresh();
-        let mut devices: Vec<_> = w.devices.iter().map(|(d, m)| (*d, lock(m))).collect();
-        if w.pass.run(shared, &mut devices, Some(&w.inbox)) {
+        let mut devices: Vec<_> = w.devices.iter().map(|(d, m)| (*d, m.lock())).collect();
+        let busy = w.pass.run(shared, &mut devices, Some(&w.inbox));
+        drop(devices);
+        // A verbs call waiting for a device goes before the next pass.
+        while w.devices.iter().any(|(_, m)| m.wanted()) {
+            std::thread::yield_now();
+        }
+        if busy {
             last_work = StdInstant::now();
             continue;
         }
-        drop(devices);
         if last_work.elapsed() < SPIN {
             std::thread::yield_now();
             continue;
@@ -390,7 +426,7 @@ impl Worker<'_> {
         self.fds.clear();
         self.fds.push(bell.fd());
         for (_, dev) in &self.devices {
-            let dev = lock(dev);
+            let dev = dev.lock();
             for port in dev.ports.values() {
                 port.rings.set_sleeping(true);
                 rung |= port.rings.rung();
@@ -412,7 +448,7 @@ impl Worker<'_> {
         }
         bell.woken();
         for (_, dev) in &self.devices {
-            for port in lock(dev).ports.values() {
+            for port in dev.lock().ports.values() {
                 port.rings.set_sleeping(false);
             }
         }
