@@ -159,10 +159,13 @@ impl Daemon {
         let mut fds = Vec::new();
         let mut last_work = StdInstant::now();
         while !stop.load(Ordering::Relaxed) && !self.shared.halted.load(Ordering::Relaxed) {
-            bell.open();
+            // What the workers rang for (rdma_cm events, captured frames, a moved MAC) is
+            // looked at only then: each look locks every device.
+            if bell.open() {
+                self.route_cm();
+                self.deliver_taps();
+            }
             let busy = self.accept() | self.serve();
-            self.route_cm();
-            self.deliver_taps();
             // Replies and captured frames the socket did not take at once.
             let unsent = self.flush_outbufs();
             if busy {

@@ -94,9 +94,9 @@ impl Bell {
         }
     }
 
-    /// The start of a pass: what was rung so far is looked at in it.
-    pub fn open(&self) {
-        self.mail.store(false, Ordering::SeqCst);
+    /// The start of a pass: what was rung so far is looked at in it. Whether it rang.
+    pub fn open(&self) -> bool {
+        self.mail.swap(false, Ordering::SeqCst)
     }
 
     /// About to sleep: `false` (and awake again) if the bell rang meanwhile.
