@@ -25,8 +25,9 @@ use softrnic_sys as sys;
 
 /// Bytes per UMEM chunk.
 const CHUNK: u32 = 4096;
-/// Chunks in the UMEM: half receive, half transmit. An interface with several receive queues
-/// shares them out, each queue's UMEM keeping at least `MIN_CHUNKS`.
+/// Chunks in a queue's UMEM: half receive, half transmit. Up to four queues each have this
+/// many (a QP's frames all arrive on one queue, and a READ's responses come in a burst that a
+/// smaller receive half drops); more share four times as many, down to `MIN_CHUNKS` each.
 const CHUNKS: u32 = 4096;
 const MIN_CHUNKS: u32 = 512;
 /// Entries per ring.
@@ -123,8 +124,7 @@ impl AfXdp {
         let probe = sys::packet_socket().map_err(|e| err(e, "query the interface"))?;
         let interface = Interface::query(&probe, ifname).map_err(|e| err(e, ifname))?;
         let queues = sys::if_rx_queues(&probe, ifname).map_err(|e| err(e, ifname))?;
-        // The queues share the UMEM one queue would have, down to a floor.
-        let chunks = (CHUNKS / queues).max(MIN_CHUNKS);
+        let chunks = (CHUNKS * 4 / queues).clamp(MIN_CHUNKS, CHUNKS);
         let sockets = (0..queues)
             .map(|q| Socket::open(ifindex, q, chunks))
             .collect::<io::Result<Vec<_>>>()?;
