@@ -60,6 +60,10 @@ pub struct UpRequest {
     pub netns: Option<String>,
 }
 
+/// The firmware version every device reports (`ibv_query_device`, and `fw_ver` in the sysfs
+/// view `softrnic exec` gives programs).
+pub const FW_VER: &str = "0.1.0";
+
 /// A device as `softrnic status` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceInfo {

@@ -105,7 +105,9 @@ pub struct CqeSlot {
     /// `ibv_wc_flags` ([`WcFlags`]).
     pub wc_flags: u32,
     /// Whether the sender asked for a solicited event.
-    pub solicited: u32,
+    pub solicited: u16,
+    /// `ibv_wc.sl`.
+    pub sl: u16,
 }
 
 impl CqeSlot {
@@ -331,7 +333,8 @@ pub fn encode_wc(wc: &Wc) -> CqeSlot {
         qp_num: wc.qp_num,
         src_qp: wc.src_qp,
         wc_flags: wc.wc_flags.bits(),
-        solicited: u32::from(wc.solicited),
+        solicited: u16::from(wc.solicited),
+        sl: u16::from(wc.sl),
     }
 }
 
@@ -348,6 +351,7 @@ pub fn decode_wc(slot: &[u8]) -> Option<Wc> {
         src_qp: c.src_qp,
         wc_flags: WcFlags::from_bits(c.wc_flags)?,
         solicited: c.solicited != 0,
+        sl: u8::try_from(c.sl).ok()?,
     })
 }
 
@@ -533,6 +537,7 @@ mod tests {
         wc.src_qp = 0x34;
         wc.wc_flags = WcFlags::GRH | WcFlags::WITH_IMM;
         wc.solicited = true;
+        wc.sl = softrnic_emu_core::SL_ROCE_V2_IPV6;
         let slot = encode_wc(&wc);
         assert_eq!(decode_wc(slot.as_bytes()), Some(wc));
         let bad = CqeSlot { status: 3, ..slot };

@@ -124,7 +124,16 @@ pub struct Wc {
     pub wc_flags: WcFlags,
     /// Whether the sender set the solicited event bit (receives).
     pub solicited: bool,
+    /// `ibv_wc.sl` (UD receives). RoCE carries no SL; like ConnectX (the mlx5 CQE's
+    /// `roce_pkt_type`, which UCX's UD transport reads to find the destination address in the
+    /// GRH) it holds the packet type: [`SL_ROCE_V2_IPV4`] or [`SL_ROCE_V2_IPV6`].
+    pub sl: u8,
 }
+
+/// `ibv_wc.sl` of a RoCEv2 datagram over IPv4: UDP present (bit 3), L3 type 2 (bits 2:0).
+pub const SL_ROCE_V2_IPV4: u8 = 0b1010;
+/// `ibv_wc.sl` of a RoCEv2 datagram over IPv6: UDP present (bit 3), L3 type 1 (bits 2:0).
+pub const SL_ROCE_V2_IPV6: u8 = 0b1001;
 
 impl Wc {
     /// A completion with only the fields every completion has.
@@ -139,6 +148,7 @@ impl Wc {
             src_qp: 0,
             wc_flags: WcFlags::empty(),
             solicited: false,
+            sl: 0,
         }
     }
 }

@@ -207,7 +207,8 @@ fn device_attr(ctx: &Context) -> ibv_device_attr {
     let d = &ctx.attr;
     // SAFETY: plain data.
     let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
-    for (dst, &b) in a.fw_ver.iter_mut().zip(b"0.1.0\0") {
+    let fw = softrnic_client::proto::FW_VER.bytes().chain([0]);
+    for (dst, b) in a.fw_ver.iter_mut().zip(fw) {
         *dst = b as _;
     }
     // SAFETY: the device outlives every context.

@@ -174,6 +174,7 @@ pub fn wc(w: &Wc) -> ibv_wc {
     }
     c.qp_num = w.qp_num;
     c.src_qp = w.src_qp;
+    c.sl = w.sl;
     c.wc_flags = w.wc_flags.bits();
     c
 }

@@ -266,8 +266,8 @@ unsafe extern "C" fn read_slid(_: *mut ibv_cq_ex) -> u32 {
     0
 }
 
-unsafe extern "C" fn read_sl(_: *mut ibv_cq_ex) -> u8 {
-    0
+unsafe extern "C" fn read_sl(p: *mut ibv_cq_ex) -> u8 {
+    current(p).sl
 }
 
 unsafe extern "C" fn read_dlid_path_bits(_: *mut ibv_cq_ex) -> u8 {

@@ -1,13 +1,17 @@
 //! `softrnic exec -- PROGRAM ARGS`: runs an unmodified RDMA program on softrnic. The program
 //! loads softrnic's `libibverbs.so.1` and `librdmacm.so.1` instead of rdma-core's, through
-//! `LD_LIBRARY_PATH`; the daemon is started (with a local device) if none is running.
+//! `LD_LIBRARY_PATH`; the daemon is started (with a local device) if none is running. The
+//! program sees softrnic's devices in `/sys/class/infiniband` and `/dev/infiniband` too
+//! ([`view`](crate::view)).
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::admin;
+use softrnic_client::Client;
+
+use crate::{admin, view};
 
 /// A drop-in library: the name programs load it by, the file cargo builds, and the variable
 /// that names another file.
@@ -94,10 +98,33 @@ fn library_dir() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
-/// Runs `program` (replacing this process) against softrnic.
-pub fn exec(program: &[OsString]) -> Result<(), String> {
+/// Each device with its port, as the view shows them.
+fn devices(client: &mut Client) -> Result<Vec<view::Device>, String> {
+    let infos = client.devices().map_err(|e| e.to_string())?;
+    infos
+        .into_iter()
+        .map(|info| {
+            let mut c = Client::connect(&admin::socket()).map_err(|e| e.to_string())?;
+            c.open(&info.name).map_err(|e| e.to_string())?;
+            let port = c.query_port().map_err(|e| e.to_string())?;
+            Ok(view::Device { info, port })
+        })
+        .collect()
+}
+
+/// Runs `program` (replacing this process) against softrnic; with `view`, in a mount
+/// namespace where `/sys/class/infiniband` and `/dev/infiniband` show softrnic's devices.
+pub fn exec(program: &[OsString], view: bool) -> Result<(), String> {
     let (name, args) = program.split_first().ok_or("no program to run")?;
-    drop(admin::connect_with_a_device()?);
+    let mut client = admin::connect_with_a_device()?;
+    if view && let Err(why) = devices(&mut client).and_then(|d| view::enter(&d)) {
+        eprintln!(
+            "softrnic: {why}; the program runs without softrnic's devices in \
+             /sys/class/infiniband and /dev/infiniband, where UCX looks for them (run as root, \
+             or allow unprivileged user namespaces)"
+        );
+    }
+    drop(client);
     let dir = library_dir()?;
     let mut path = OsString::from(&dir);
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {

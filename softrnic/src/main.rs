@@ -5,6 +5,7 @@ use softrnic::capture::{self, Detail};
 
 mod admin;
 mod exec;
+mod view;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -66,6 +67,11 @@ enum Command {
     /// Run an unmodified RDMA program on softrnic (starting the daemon, with a local device,
     /// if none is running): `softrnic exec -- ib_write_bw -d srnic0`.
     Exec {
+        /// Leave /sys and /dev as they are: without it the program runs in a private mount
+        /// namespace where /sys/class/infiniband and /dev/infiniband show softrnic's devices
+        /// (UCX looks for devices there).
+        #[arg(long)]
+        no_view: bool,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
@@ -138,7 +144,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Down { device } => admin::down(&device),
         Command::Status => admin::status(),
         Command::Stat { device } => admin::stat(device),
-        Command::Exec { program } => exec::exec(&program),
+        Command::Exec { no_view, program } => exec::exec(&program, !no_view),
         Command::Capture {
             write,
             device,

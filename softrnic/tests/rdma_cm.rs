@@ -507,44 +507,19 @@ fn qperf_rc(s: &Setup) -> Result<(), String> {
     }
 }
 
-/// Runs rdma-core's test suite in a private mount namespace where sysfs says device `srnic0`
-/// sits on interface `$1`: the suite's RDMA CM tests take the address to use from
-/// `/sys/class/infiniband/DEV/device/net/` (which only a kernel RDMA device has), and skip
-/// without it. The rest of `/sys/class` stays as it was.
-const WITH_SYSFS_NETDEV: &str = r#"
-set -e
-ifname=$1; shift
-orig=$(mktemp -d)
-mount --bind /sys/class "$orig"
-mount -t tmpfs softrnic-sysfs /sys/class
-for d in "$orig"/*; do
-    n=$(basename "$d"); mkdir "/sys/class/$n"; mount --bind "$d" "/sys/class/$n"
-done
-mkdir -p "/sys/class/infiniband/srnic0/device/net/$ifname"
-exec "$@"
-"#;
-
 #[test]
 fn rdma_cores_rdma_cm_tests_pass() {
     let _serial = serial();
     let s = Setup::new(Topology::Veth, "pycm");
-    let pair = s.pair.as_ref().expect("a veth");
     let host = s.server();
     let (dir, tests) = rdma_core_tests();
-    let out = in_ns(host.ns.as_deref(), "unshare")
-        .args([
-            "-m",
-            "--propagation",
-            "private",
-            "bash",
-            "-c",
-            WITH_SYSFS_NETDEV,
-            "bash",
+    // The suite's RDMA CM tests take the address to use from the interface in
+    // `/sys/class/infiniband/srnic0/device/net/`, which `softrnic exec` shows it.
+    let out = host
+        .program(&[
+            "/usr/bin/python3".into(),
+            tests.join("run_tests.py").display().to_string(),
         ])
-        .arg(&pair.ifs[0])
-        .arg(env!("CARGO_BIN_EXE_softrnic"))
-        .args(["exec", "--", "/usr/bin/python3"])
-        .arg(tests.join("run_tests.py"))
         .args([
             "--dev",
             "srnic0",

@@ -1,5 +1,5 @@
 //! The system calls softrnic makes, each behind a safe function, by subject: packet sockets
-//! and interfaces, netlink, network namespaces, memory mappings, fd passing, notification
+//! and interfaces, netlink, network and mount namespaces, memory mappings, fd passing, notification
 //! pipes, and other processes (credentials, their memory, signals). Every `unsafe` block
 //! passes pointers to buffers it owns, with their true lengths.
 #![allow(unsafe_code)]
@@ -9,6 +9,7 @@ use std::io;
 mod fds;
 mod interface;
 mod mmap;
+mod mount;
 mod netlink;
 mod netns;
 mod notify;
@@ -19,6 +20,7 @@ pub mod rtnetlink;
 pub use fds::*;
 pub use interface::*;
 pub use mmap::Mmap;
+pub use mount::*;
 pub use netlink::*;
 pub use netns::*;
 pub use notify::*;

@@ -3,8 +3,8 @@
 //! responder (first PSN 0x500 for its own requests).
 
 use softrnic_emu_core::{
-    Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr,
-    Sge, Wc, WcFlags, WcOpcode, WcStatus,
+    Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SL_ROCE_V2_IPV4, SendFlags,
+    SendOp, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
 };
 use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
 use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, RethRepr, Syndrome, bth::BthRepr};
@@ -922,12 +922,16 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
             (3, WcStatus::Success, WcOpcode::Send, 0)
         ]
     );
-    // Two datagrams landed, each behind its 40-byte GRH.
+    // Two datagrams landed, each behind its 40-byte GRH; RoCE carries no SL, so `sl` holds the
+    // packet type as ConnectX reports it (UCX reads it to find the address in the GRH).
+    let got = p.poll(1);
     assert_eq!(
-        p.wcs(1),
+        got.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len, w.sl))
+            .collect::<Vec<_>>(),
         [
-            (7, WcStatus::Success, WcOpcode::Recv, 56),
-            (8, WcStatus::Success, WcOpcode::Recv, 56)
+            (7, WcStatus::Success, WcOpcode::Recv, 56, SL_ROCE_V2_IPV4),
+            (8, WcStatus::Success, WcOpcode::Recv, 56, SL_ROCE_V2_IPV4)
         ]
     );
     assert_eq!(p.bytes(1, dst + 40, 16), vec![4; 16]);

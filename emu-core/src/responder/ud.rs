@@ -1,8 +1,8 @@
 //! UD requests: one datagram per message, Q_Key checked, the GRH placed before the payload.
 
-use softrnic_wire::ParsedFrame;
+use softrnic_wire::{IpRepr, ParsedFrame};
 
-use crate::cq::{Wc, WcFlags, WcOpcode, WcStatus};
+use crate::cq::{SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6, Wc, WcFlags, WcOpcode, WcStatus};
 use crate::dma;
 use crate::memory::Memory;
 use crate::qp::{Qp, Shared};
@@ -45,6 +45,10 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
     wc.byte_len = 40 + payload.len() as u32;
     wc.src_qp = deth.src_qp;
     wc.wc_flags = WcFlags::GRH;
+    wc.sl = match pkt.repr.ip {
+        IpRepr::V4 { .. } => SL_ROCE_V2_IPV4,
+        IpRepr::V6 { .. } => SL_ROCE_V2_IPV6,
+    };
     wc.solicited = pkt.repr.bth.solicited;
     if let Some(imm) = pkt.repr.ext.immdt {
         wc.imm_data = imm;
