@@ -21,6 +21,7 @@ mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read};
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -372,6 +373,13 @@ impl Daemon {
         }
     }
 
+    /// Whether a device stands on `lo` already (only one may have the loopback addresses).
+    fn has_lo(&self) -> bool {
+        (0..self.devices.len()).any(|d| {
+            device_at(&self.devices, d).is_some_and(|dev| dev.info.netdev.as_deref() == Some("lo"))
+        })
+    }
+
     fn device_index(&self, name: &str) -> Option<usize> {
         (0..self.devices.len())
             .find(|&d| device_at(&self.devices, d).is_some_and(|dev| dev.info.name == name))
@@ -393,15 +401,12 @@ impl Daemon {
                         "a wire backend needs --netdev",
                     ));
                 }
-                let mac = local_mac(n);
-                // rxe's order, so scripts naming GID indexes work unchanged: the IPv6
-                // link-local address first, then the IPv4 one (198.19.255.0/24, in the
-                // benchmarking range).
-                let gids = vec![
-                    Gid::link_local(mac),
-                    Gid::from(std::net::Ipv4Addr::new(198, 19, 255, n as u8 + 1)),
-                ];
-                let why = "no interface: only devices of this daemon are reachable".to_owned();
+                let (mac, lo) = (local_mac(n), !self.has_lo());
+                let why = match lo {
+                    true => format!("{LOCAL}; on lo with its addresses, as rxe attached to lo"),
+                    false => LOCAL.to_owned(),
+                };
+                let gids = local_gids(n, lo);
                 (Wire::Local, None, BackendKind::Local, why, mac, 9000, gids)
             }
             Some(ifname) => self.open_wire(n, ifname, req)?,
@@ -413,10 +418,15 @@ impl Daemon {
             eth_mtu: mtu,
             device: DeviceAttr::default(),
         };
+        // A local device with the loopback addresses stands on `lo`, as rxe attached to it.
+        let netdev = match &req.netdev {
+            None if gids.contains(&Gid::from(Ipv4Addr::LOCALHOST)) => Some("lo".to_owned()),
+            n => n.clone(),
+        };
         let dev = Device {
             info: DeviceInfo {
                 name: name.clone(),
-                netdev: req.netdev.clone(),
+                netdev,
                 netns: req.netns.clone(),
                 backend,
                 backend_reason: reason,
@@ -569,6 +579,29 @@ impl Drop for Running {
 
 /// The MAC of device `n` when it has no wire of its own: locally administered, and unique
 /// in this daemon, which delivers same-host frames by MAC.
+/// Why a device without an interface is local.
+const LOCAL: &str = "no interface: only devices of this daemon are reachable";
+
+/// The GID table of local device `n`, in rxe's order so that scripts naming GID indexes work
+/// unchanged: the IPv6 link-local address first, then IPv4, then other IPv6. With `lo`, it has
+/// the loopback addresses as rxe attached to `lo` has them (programs that reach their peer at
+/// 127.0.0.1 or ::1 find it there), before its own address in 198.19.255.0/24 (the
+/// benchmarking range), which each local device has.
+fn local_gids(n: usize, lo: bool) -> Vec<Gid> {
+    let own = Gid::from(Ipv4Addr::new(198, 19, 255, n as u8 + 1));
+    let mut gids = vec![Gid::link_local(local_mac(n))];
+    if lo {
+        gids.extend([
+            Gid::from(Ipv4Addr::LOCALHOST),
+            own,
+            Gid::from(Ipv6Addr::LOCALHOST),
+        ]);
+    } else {
+        gids.push(own);
+    }
+    gids
+}
+
 fn local_mac(n: usize) -> [u8; 6] {
     [0x02, 0x53, 0x52, 0x4e, 0x00, n as u8]
 }

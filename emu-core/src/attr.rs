@@ -117,7 +117,10 @@ impl Default for DeviceAttr {
             max_srq_sge: 27,
             max_inline_data: 256,
             max_cq: 0x1_0000,
-            max_cqe: (1 << 15) - 1,
+            // ConnectX's, not rxe's 32767: middleware sizes CQs for many peers (libfabric's RxM
+            // asks for (128 + 128) × 1024 entries, which rxe refuses), and a CQ's slots cost
+            // memory only once used.
+            max_cqe: (1 << 22) - 1,
             max_mr: 0x0004_0000,
             max_pd: 0x1_0000,
             max_qp_rd_atom: 128,

@@ -699,3 +699,39 @@ fn a_capture_starts_the_daemon_and_its_file_is_readable_at_any_moment() {
     let _ = Command::new("kill").arg(daemon.to_string()).status();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The local device stands on `lo` with its addresses, as kernel rxe attached to `lo`: each
+/// GID names `lo` as its interface (what the sideway crate's `show_gids` looks up), in
+/// `ibv_query_gid_ex` and in sysfs.
+#[test]
+fn the_local_device_stands_on_lo_as_rxe() {
+    let _serial = serial();
+    let host = Host::start("lo", None, None);
+    let script = "import pyverbs.device as d, socket
+ctx = d.Context(name='srnic0')
+for i in range(4):
+    e = ctx.query_gid_ex(1, i)
+    print(e.gid_str(), e.gid_type, socket.if_indextoname(e.ndev_ifindex))
+print(open('/sys/class/infiniband/srnic0/ports/1/gid_attrs/ndevs/1').read(), end='')";
+    let out = host
+        .program(&["/usr/bin/python3".into(), "-c".into(), script.into()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // RoCE v2 is IBV_GID_TYPE_ROCE_V2 (2).
+    assert_eq!(
+        text(&out.stdout),
+        "fe80:0000:0000:0000:0053:52ff:fe4e:0000 2 lo\n\
+         0000:0000:0000:0000:0000:ffff:7f00:0001 2 lo\n\
+         0000:0000:0000:0000:0000:ffff:c613:ff01 2 lo\n\
+         0000:0000:0000:0000:0000:0000:0000:0001 2 lo\n\
+         lo\n"
+    );
+    // A second local device keeps its own address only: one device has the loopback ones.
+    let out = host.softrnic(&["up"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let devices = Client::connect(&host.socket).unwrap().devices().unwrap();
+    let second: Vec<String> = devices[1].gids.iter().map(|g| g.to_string()).collect();
+    assert_eq!(second, ["fe80::53:52ff:fe4e:1", "::ffff:198.19.255.2"]);
+    assert_eq!(devices[1].netdev, None);
+}

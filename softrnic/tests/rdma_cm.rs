@@ -17,8 +17,9 @@ use softrnic_emu_core::Gid;
 /// device's link-local GID; on the veth, an address added for the test).
 fn server_ip(s: &Setup, v6: bool) -> &'static str {
     match (&s.pair, v6) {
-        (None, false) => "198.19.255.1",
-        (None, true) => "fe80::53:52ff:fe4e:0",
+        // The local device stands on lo, with its addresses, as rxe attached to lo.
+        (None, false) => "127.0.0.1",
+        (None, true) => "::1",
         (Some(_), false) => "198.18.1.1",
         (Some(_), true) => "2001:db8::1",
     }

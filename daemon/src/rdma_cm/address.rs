@@ -151,9 +151,12 @@ impl Daemon {
         Reply::Ok
     }
 
-    /// A loopback destination's device, addresses and GIDs: the first device with a GID of
-    /// `dst`'s family, talking to itself.
+    /// A loopback destination's device, addresses and GIDs: the device that has `dst` (the one
+    /// on `lo`), else the first device with a GID of `dst`'s family, talking to itself.
     pub(super) fn loopback(&self, dst: IpAddr) -> Option<(usize, IpAddr, u8, Gid)> {
+        if let Some((d, index)) = self.local_gid(dst) {
+            return Some((d, dst, index, Gid::from_ip(dst)));
+        }
         (0..self.devices.len()).find_map(|d| {
             let gids = &device_at(&self.devices, d)?.info.gids;
             let index = gids

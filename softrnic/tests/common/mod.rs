@@ -203,18 +203,23 @@ impl Drop for Running {
 
 /// Compiles `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs`.
 pub fn c_program(name: &str, libs: &[&str]) -> PathBuf {
+    c_program_with("cc", name, libs)
+}
+
+/// Compiles `tests/c/NAME.c` with compiler `cc` (`mpicc` for an MPI program).
+pub fn c_program_with(cc: &str, name: &str, libs: &[&str]) -> PathBuf {
     let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
-    let cc = Command::new("cc")
+    let cc = Command::new(cc)
         .args(["-O1", "-Wall", "-Werror", "-pthread", "-o"])
         .arg(&exe)
         .arg(src)
         .args(libs)
         .output()
-        .expect("cc (gcc)");
+        .expect("a C compiler");
     assert!(
         cc.status.success(),
-        "compiling needs gcc, libibverbs-dev and librdmacm-dev: {}",
+        "compiling needs gcc, libibverbs-dev, librdmacm-dev and libopenmpi-dev: {}",
         text(&cc.stderr)
     );
     exe
