@@ -451,10 +451,41 @@ impl Client {
 
     /// `ibv_reg_mr` of `len` bytes at `addr` in this process.
     pub fn reg_mr(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Result<u32> {
+        self.reg_mr_iova(pd, addr, len, addr, access)
+    }
+
+    /// `ibv_reg_mr_iova`: `len` bytes at `addr`, which work requests and peers name from
+    /// `iova` on.
+    pub fn reg_mr_iova(
+        &mut self,
+        pd: u32,
+        addr: u64,
+        len: u64,
+        iova: u64,
+        access: Access,
+    ) -> Result<u32> {
         self.handle(Request::RegMr {
             pd,
             addr,
             len,
+            iova,
+            access,
+        })
+    }
+
+    /// `ibv_rereg_mr`: region `key` moves to PD `pd`, to `len` bytes at `addr`
+    /// (`translation`), to `access`, each if given; its key stays.
+    pub fn rereg_mr(
+        &mut self,
+        key: u32,
+        pd: Option<u32>,
+        translation: Option<(u64, u64)>,
+        access: Option<Access>,
+    ) -> Result<()> {
+        self.ok(Request::ReregMr {
+            key,
+            pd,
+            translation,
             access,
         })
     }
@@ -526,6 +557,21 @@ impl Client {
             && let Some(q) = self.qps.get_mut(&qpn)
         {
             q.sq.state = attr.qp_state;
+        }
+        if mask.contains(AttrMask::STATE) && attr.qp_state == QpState::Reset {
+            // The daemon dropped the QP's completions it still held; those already in the
+            // rings go too (what a QP restarted from RESET polls is new).
+            for ring in self.cqs.values_mut() {
+                ring.drop_waiting(|s| slot::decode_wc(s).is_some_and(|w| w.qp_num == qpn));
+            }
+            // Its receives went without completions (IBA 10.3.1): the queue is empty.
+            if let Some(QpRings {
+                rq: Receives::Ring(r),
+                ..
+            }) = self.qps.get_mut(&qpn)
+            {
+                r.outstanding = 0;
+            }
         }
         Ok(())
     }

@@ -31,7 +31,7 @@ pub fn default_socket() -> std::path::PathBuf {
 }
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -134,8 +134,21 @@ pub enum Request {
         addr: u64,
         /// Length.
         len: u64,
+        /// The address work requests and peers name the first byte by (`ibv_reg_mr_iova`).
+        iova: u64,
         /// Access flags.
         access: Access,
+    },
+    /// `ibv_rereg_mr`: the region keeps its key; what is given changes.
+    ReregMr {
+        /// The region.
+        key: u32,
+        /// A new PD.
+        pd: Option<u32>,
+        /// New memory: start address in the client and length (named by its address).
+        translation: Option<(u64, u64)>,
+        /// New access flags.
+        access: Option<Access>,
     },
     /// `ibv_dereg_mr`.
     DeregMr(u32),
@@ -630,6 +643,7 @@ mod tests {
             pd: 1,
             addr: 0x1000,
             len: 64,
+            iova: 0x1000,
             access: Access::LOCAL_WRITE,
         };
         let mut buf = Vec::new();

@@ -369,6 +369,34 @@ impl Ring {
         true
     }
 
+    /// Drops the waiting slots `drop` picks (consumer side), keeping the others in order: they
+    /// move up against the newest, and the consumer index passes the freed slots. The producer
+    /// writes only past the producer index and reads only the consumer index, so it may go on
+    /// meanwhile. How many were dropped.
+    pub fn drop_waiting(&mut self, mut drop: impl FnMut(&[u8]) -> bool) -> u32 {
+        let produced = self.producer().load(Ordering::Acquire);
+        let waiting = produced.wrapping_sub(self.mine);
+        if waiting == 0 || waiting > self.info.slots {
+            return 0;
+        }
+        let mut slot = vec![0u8; self.slot_size()];
+        let mut kept_from = produced;
+        for k in (0..waiting).rev() {
+            let at = self.mine.wrapping_add(k);
+            self.region.read(self.slot(at), &mut slot);
+            if !drop(&slot) {
+                kept_from = kept_from.wrapping_sub(1);
+                if kept_from != at {
+                    self.region.write(self.slot(kept_from), &slot);
+                }
+            }
+        }
+        let dropped = kept_from.wrapping_sub(self.mine);
+        self.mine = kept_from;
+        self.consumer().store(self.mine, Ordering::Release);
+        dropped
+    }
+
     /// Whether a message waits (consumer side).
     pub fn has_message(&self) -> bool {
         let waiting = self

@@ -4,7 +4,7 @@
 //! (EINVAL otherwise), so no program reaches another's objects; and every remote access goes
 //! through the engine's key and PD checks, so none reaches another's memory.
 
-use softrnic_emu_core::{AttrMask, VerbsError, key_index};
+use softrnic_emu_core::{AttrMask, Span, VerbsError, key_index};
 
 use crate::context::Port;
 use crate::rings::Rings;
@@ -250,23 +250,29 @@ impl Daemon {
                 pd,
                 addr,
                 len,
+                iova,
                 access,
             } if o.pds.contains(&pd) => {
-                // Like a kernel provider pinning the pages: an unmapped range is EFAULT now,
-                // not a fault at the first access.
-                let mut probe = [0u8; 1];
-                let ends = [addr, addr.saturating_add(len.saturating_sub(1))];
-                if len > 0
-                    && ends
-                        .iter()
-                        .any(|&a| sys::vm_read(ctx.pid, a, &mut probe).is_err())
-                {
+                if !mapped(ctx.pid, addr, len) {
                     return error(libc::EFAULT, "the range is not mapped in the program");
                 }
-                handle_or(engine.reg_mr(pd, addr, len, access), |key| {
+                let region = Span { addr, iova, len };
+                handle_or(engine.reg_mr_iova(pd, region, access), |key| {
                     o.mrs.insert(key);
                     Reply::Handle(key)
                 })
+            }
+            Request::ReregMr {
+                key,
+                pd,
+                translation,
+                access,
+            } if o.mrs.contains(&key) && pd.is_none_or(|pd| o.pds.contains(&pd)) => {
+                if translation.is_some_and(|(addr, len)| !mapped(ctx.pid, addr, len)) {
+                    return error(libc::EFAULT, "the range is not mapped in the program");
+                }
+                let region = translation.map(|(addr, len)| Span::at(addr, len));
+                handle_or(engine.rereg_mr(key, pd, region, access), |()| Reply::Ok)
             }
             Request::DeregMr(key) if o.mrs.contains(&key) => {
                 handle_or(engine.dereg_mr(key), |()| {
@@ -460,4 +466,16 @@ impl Daemon {
             _ => error(libc::EINVAL, NOT_OURS),
         }
     }
+}
+
+/// Whether `len` bytes at `addr` are mapped in process `pid`: like a kernel provider pinning
+/// the pages, a region over an unmapped range is EFAULT when registered, not a fault at the
+/// first access.
+fn mapped(pid: u32, addr: u64, len: u64) -> bool {
+    let mut probe = [0u8; 1];
+    let ends = [addr, addr.saturating_add(len.saturating_sub(1))];
+    len == 0
+        || ends
+            .iter()
+            .all(|&a| sys::vm_read(pid, a, &mut probe).is_ok())
 }

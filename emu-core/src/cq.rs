@@ -196,6 +196,13 @@ impl Cq {
         }
     }
 
+    /// Drops QP `qpn`'s completions not yet polled: the QP was reset, and, as on ConnectX
+    /// (libmlx5 cleans the CQ when a QP goes to RESET), a QP restarted from RESET finds none of
+    /// its old ones (IBA 10.3.1 leaves it to the device).
+    pub fn forget(&mut self, qpn: u32) {
+        self.entries.retain(|w| w.qp_num != qpn);
+    }
+
     /// Adds a completion.
     pub fn push(&mut self, wc: Wc) -> Pushed {
         if self.overflowed || self.entries.len() >= self.capacity {

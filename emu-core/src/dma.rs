@@ -96,10 +96,22 @@ mod tests {
         let mut keys = KeyTable::default();
         let mut rng = Rng::new(0);
         let ka = keys
-            .register(&mut rng, 1, 0, a, 4, Access::LOCAL_WRITE)
+            .register(
+                &mut rng,
+                1,
+                0,
+                crate::keys::Span::at(a, 4),
+                Access::LOCAL_WRITE,
+            )
             .unwrap();
         let kb = keys
-            .register(&mut rng, 1, 0, b, 4, Access::default())
+            .register(
+                &mut rng,
+                1,
+                0,
+                crate::keys::Span::at(b, 4),
+                Access::default(),
+            )
             .unwrap();
         let sgl = [
             Sge {

@@ -93,11 +93,57 @@ struct Entry {
     key: u8,
     pd: u32,
     space: Space,
+    /// Where the bytes are in the address space.
     addr: u64,
+    /// The address work requests and peers name the first byte by (the region's I/O virtual
+    /// address; `addr` unless registered with another).
+    iova: u64,
     len: u64,
     access: Access,
     valid: bool,
     kind: Kind,
+}
+
+/// Memory to register: `len` bytes at `addr`, which work requests and peers name from `iova`
+/// on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    /// Where the bytes are.
+    pub addr: u64,
+    /// The address of the first byte to work requests and peers.
+    pub iova: u64,
+    /// How many.
+    pub len: u64,
+}
+
+impl Span {
+    /// `len` bytes at `addr`, named by their address.
+    pub const fn at(addr: u64, len: u64) -> Span {
+        Span {
+            addr,
+            iova: addr,
+            len,
+        }
+    }
+}
+
+/// A region's access and extent are possible: known flags, remote write or atomic access only
+/// with local write (IBA 10.6.3.1), no wrap of either address space.
+fn check_region(region: &Span, access: Access) -> crate::Result<()> {
+    if !Access::all().contains(access) {
+        return Err(crate::VerbsError::Invalid("unknown access flags"));
+    }
+    if access.needs_local_write() && !access.contains(Access::LOCAL_WRITE) {
+        return Err(crate::VerbsError::Invalid(
+            "remote write or atomic access requires local write",
+        ));
+    }
+    if region.addr.checked_add(region.len).is_none()
+        || region.iova.checked_add(region.len).is_none()
+    {
+        return Err(crate::VerbsError::Invalid("region wraps the address space"));
+    }
+    Ok(())
 }
 
 /// A region or window a key resolves to: where an access lands.
@@ -169,38 +215,63 @@ impl KeyTable {
             .filter(|e| e.key == byte)
     }
 
-    /// Registers `len` bytes at `addr` and returns the key (lkey and rkey are the same, as in
-    /// rxe). Remote write or atomic access without local write is EINVAL (IBA 10.6.3.1).
+    /// Registers `len` bytes at `addr`, named by work requests and peers from `iova` on, and
+    /// returns the key (lkey and rkey are the same, as in rxe).
     pub fn register(
         &mut self,
         rng: &mut Rng,
         pd: u32,
         space: Space,
-        addr: u64,
-        len: u64,
+        region: Span,
         access: Access,
     ) -> crate::Result<u32> {
-        if !Access::all().contains(access) {
-            return Err(crate::VerbsError::Invalid("unknown access flags"));
-        }
-        if access.needs_local_write() && !access.contains(Access::LOCAL_WRITE) {
-            return Err(crate::VerbsError::Invalid(
-                "remote write or atomic access requires local write",
-            ));
-        }
-        addr.checked_add(len)
-            .ok_or(crate::VerbsError::Invalid("region wraps the address space"))?;
+        check_region(&region, access)?;
         self.regions += 1;
         Ok(self.insert(rng, |key| Entry {
             key,
             pd,
             space,
-            addr,
-            len,
+            addr: region.addr,
+            iova: region.iova,
+            len: region.len,
             access,
             valid: true,
             kind: Kind::Mr { windows: 0 },
         }))
+    }
+
+    /// Changes a region in place, its key kept (`ibv_rereg_mr`): its PD (with that PD's
+    /// address space, which must be the region's), its bytes, its access, each if given. EBUSY
+    /// while windows are bound to it (they name its bytes).
+    pub fn reregister(
+        &mut self,
+        key: u32,
+        pd: Option<(u32, Space)>,
+        region: Option<Span>,
+        access: Option<Access>,
+    ) -> crate::Result<()> {
+        let e = self
+            .get(key)
+            .ok_or(crate::VerbsError::Invalid("no such memory region"))?;
+        if pd.is_some_and(|(_, space)| space != e.space) {
+            return Err(crate::VerbsError::Invalid("the PD is another program's"));
+        }
+        match e.kind {
+            Kind::Mr { windows: 0 } => {}
+            Kind::Mr { .. } => return Err(crate::VerbsError::Busy("windows are bound")),
+            Kind::Mw { .. } => return Err(crate::VerbsError::Invalid("no such memory region")),
+        }
+        let region = region.unwrap_or(Span {
+            addr: e.addr,
+            iova: e.iova,
+            len: e.len,
+        });
+        let access = access.unwrap_or(e.access);
+        check_region(&region, access)?;
+        let e = self.get_mut(key).expect("checked");
+        e.pd = pd.map_or(e.pd, |(pd, _)| pd);
+        (e.addr, e.iova, e.len, e.access) = (region.addr, region.iova, region.len, access);
+        Ok(())
     }
 
     /// Deregisters a region; its key is invalid at once. EBUSY while windows are bound to it.
@@ -229,6 +300,7 @@ impl KeyTable {
             pd,
             space: 0,
             addr: 0,
+            iova: 0,
             len: 0,
             access: Access::default(),
             valid: false,
@@ -312,7 +384,7 @@ impl KeyTable {
         if !in_range(mr, req.addr, req.len) {
             return Err(KeyError::Range);
         }
-        let space = mr.space;
+        let (space, addr) = (mr.space, mr.addr + (req.addr - mr.iova));
         self.unbind(req.mw_rkey);
         let (index, _) = split(req.mw_rkey);
         let key = req.new_key;
@@ -328,7 +400,8 @@ impl KeyTable {
         let entry = self.entries[index].as_mut().ok_or(KeyError::Invalid)?;
         entry.key = key;
         entry.space = space;
-        entry.addr = req.addr;
+        entry.addr = addr;
+        entry.iova = req.addr;
         entry.len = req.len;
         entry.access = req.access;
         entry.valid = bound;
@@ -416,9 +489,10 @@ impl KeyTable {
     }
 }
 
-fn in_range(e: &Entry, addr: u64, len: u64) -> bool {
-    match addr.checked_add(len) {
-        Some(end) => addr >= e.addr && end <= e.addr + e.len,
+/// Whether `[va, va + len)` lies in the entry, by the addresses work requests name.
+fn in_range(e: &Entry, va: u64, len: u64) -> bool {
+    match va.checked_add(len) {
+        Some(end) => va >= e.iova && end <= e.iova + e.len,
         None => false,
     }
 }
@@ -433,17 +507,17 @@ fn check(e: &Entry, pd: u32, access: Access, addr: u64, len: u64) -> Result<Targ
     if !e.access.contains(access) {
         return Err(KeyError::Access);
     }
-    let addr = if e.access.contains(Access::ZERO_BASED) {
-        e.addr.checked_add(addr).ok_or(KeyError::Range)?
+    let va = if e.access.contains(Access::ZERO_BASED) {
+        e.iova.checked_add(addr).ok_or(KeyError::Range)?
     } else {
         addr
     };
-    if !in_range(e, addr, len) {
+    if !in_range(e, va, len) {
         return Err(KeyError::Range);
     }
     Ok(Target {
         space: e.space,
-        addr,
+        addr: e.addr + (va - e.iova),
     })
 }
 
@@ -460,7 +534,9 @@ mod tests {
     #[test]
     fn key_is_index_and_byte_and_checks_everything() {
         let (mut t, mut rng) = table();
-        let k = t.register(&mut rng, 1, 0, 0x1000, 0x100, RW).unwrap();
+        let k = t
+            .register(&mut rng, 1, 0, Span::at(0x1000, 0x100), RW)
+            .unwrap();
         assert_eq!(k >> 8, 1);
         let ok = t.check_remote(k, 1, 5, Access::REMOTE_WRITE, 0x1000, 0x100);
         assert_eq!(
@@ -501,14 +577,14 @@ mod tests {
     #[test]
     fn deregistration_invalidates_at_once_and_reuse_changes_the_byte() {
         let (mut t, mut rng) = table();
-        let k = t.register(&mut rng, 1, 0, 0, 16, RW).unwrap();
+        let k = t.register(&mut rng, 1, 0, Span::at(0, 16), RW).unwrap();
         t.deregister(k).unwrap();
         assert_eq!(
             t.check_local(k, 1, Access::LOCAL_WRITE, 0, 1),
             Err(KeyError::Invalid)
         );
         assert!(t.deregister(k).is_err());
-        let k2 = t.register(&mut rng, 1, 0, 0, 16, RW).unwrap();
+        let k2 = t.register(&mut rng, 1, 0, Span::at(0, 16), RW).unwrap();
         assert_eq!(k2 >> 8, k >> 8);
         assert_ne!(k2, k);
     }
@@ -516,10 +592,10 @@ mod tests {
     #[test]
     fn remote_write_without_local_write_is_einval() {
         let (mut t, mut rng) = table();
-        let err = t.register(&mut rng, 1, 0, 0, 16, Access::REMOTE_WRITE);
+        let err = t.register(&mut rng, 1, 0, Span::at(0, 16), Access::REMOTE_WRITE);
         assert_eq!(err.unwrap_err().errno(), 22);
         assert!(
-            t.register(&mut rng, 1, 0, 0, 16, Access::REMOTE_READ)
+            t.register(&mut rng, 1, 0, Span::at(0, 16), Access::REMOTE_READ)
                 .is_ok()
         );
     }
@@ -528,7 +604,9 @@ mod tests {
     fn zero_based_regions_take_offsets() {
         let (mut t, mut rng) = table();
         let access = RW.union(Access::ZERO_BASED);
-        let k = t.register(&mut rng, 1, 0, 0x5000, 0x10, access).unwrap();
+        let k = t
+            .register(&mut rng, 1, 0, Span::at(0x5000, 0x10), access)
+            .unwrap();
         let target = t.check_remote(k, 1, 0, Access::REMOTE_READ, 4, 4).unwrap();
         assert_eq!(target.addr, 0x5004);
         assert!(
@@ -541,7 +619,13 @@ mod tests {
     fn windows_bind_invalidate_and_pin_their_region() {
         let (mut t, mut rng) = table();
         let mr = t
-            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.union(Access::MW_BIND))
+            .register(
+                &mut rng,
+                1,
+                0,
+                Span::at(0x1000, 0x1000),
+                RW.union(Access::MW_BIND),
+            )
             .unwrap();
         let mw = t.alloc_mw(&mut rng, 1, MwType::Type2);
         // Unbound: unusable.
@@ -596,7 +680,9 @@ mod tests {
     #[test]
     fn bind_checks_the_region() {
         let (mut t, mut rng) = table();
-        let mr = t.register(&mut rng, 1, 0, 0x1000, 0x1000, RW).unwrap();
+        let mr = t
+            .register(&mut rng, 1, 0, Span::at(0x1000, 0x1000), RW)
+            .unwrap();
         let mw = t.alloc_mw(&mut rng, 1, MwType::Type1);
         let req = MwBind {
             mw_rkey: mw,
@@ -608,7 +694,13 @@ mod tests {
         };
         assert_eq!(t.bind(1, 0, &req), Err(KeyError::Access));
         let mr2 = t
-            .register(&mut rng, 1, 0, 0x1000, 0x1000, RW.union(Access::MW_BIND))
+            .register(
+                &mut rng,
+                1,
+                0,
+                Span::at(0x1000, 0x1000),
+                RW.union(Access::MW_BIND),
+            )
             .unwrap();
         let far = MwBind {
             mr_lkey: mr2,
@@ -657,5 +749,87 @@ mod tests {
         assert!(t.get(rebound).is_none());
         assert!(t.dealloc_mw(mw).is_err());
         t.deregister(mr2).unwrap();
+    }
+
+    #[test]
+    fn a_region_is_named_by_its_iova() {
+        let (mut t, mut rng) = table();
+        let region = Span {
+            addr: 0x7000,
+            iova: 0x1_0000,
+            len: 0x100,
+        };
+        let k = t
+            .register(&mut rng, 1, 0, region, RW.union(Access::MW_BIND))
+            .unwrap();
+        // Local and remote accesses name the IOVA; they land at the address.
+        let local = t
+            .check_local(k, 1, Access::LOCAL_WRITE, 0x1_0010, 8)
+            .unwrap();
+        assert_eq!(local.addr, 0x7010);
+        let remote = t
+            .check_remote(k, 1, 5, Access::REMOTE_READ, 0x1_00f8, 8)
+            .unwrap();
+        assert_eq!(remote.addr, 0x70f8);
+        // The address itself is not a name of the region.
+        assert_eq!(
+            t.check_local(k, 1, Access::LOCAL_WRITE, 0x7000, 8),
+            Err(KeyError::Range)
+        );
+        // A window bound inside it is named by the region's IOVA too.
+        let mw = t.alloc_mw(&mut rng, 1, MwType::Type1);
+        let bind = MwBind {
+            mw_rkey: mw,
+            new_key: 9,
+            mr_lkey: k,
+            addr: 0x1_0020,
+            len: 0x10,
+            access: Access::REMOTE_READ,
+        };
+        let rkey = t.bind(1, 5, &bind).unwrap();
+        let target = t
+            .check_remote(rkey, 1, 5, Access::REMOTE_READ, 0x1_0028, 8)
+            .unwrap();
+        assert_eq!(target.addr, 0x7028);
+        // Windows name its bytes: it cannot change under them.
+        assert_eq!(
+            t.reregister(k, None, None, Some(RW)),
+            Err(crate::VerbsError::Busy("windows are bound"))
+        );
+    }
+
+    #[test]
+    fn reregistering_keeps_the_key_and_changes_what_it_names() {
+        let (mut t, mut rng) = table();
+        let k = t
+            .register(&mut rng, 1, 0, Span::at(0x1000, 0x100), RW)
+            .unwrap();
+        let moved = Span::at(0x8000, 0x10);
+        t.reregister(k, Some((2, 0)), Some(moved), Some(Access::LOCAL_WRITE))
+            .unwrap();
+        let at = |pd, access, addr| t.check_local(k, pd, access, addr, 8);
+        assert_eq!(
+            at(1, Access::LOCAL_WRITE, 0x8000),
+            Err(KeyError::WrongOwner)
+        );
+        assert_eq!(at(2, Access::LOCAL_WRITE, 0x8000).unwrap().addr, 0x8000);
+        assert_eq!(at(2, Access::LOCAL_WRITE, 0x1000), Err(KeyError::Range));
+        assert_eq!(
+            t.check_remote(k, 2, 5, Access::REMOTE_READ, 0x8000, 8),
+            Err(KeyError::Access)
+        );
+        // Another program's PD, or remote write without local write, is refused, and the region
+        // stays as it was.
+        assert!(t.reregister(k, Some((3, 1)), None, None).is_err());
+        assert!(
+            t.reregister(k, None, None, Some(Access::REMOTE_WRITE))
+                .is_err()
+        );
+        assert_eq!(
+            t.check_local(k, 2, Access::LOCAL_WRITE, 0x8000, 8)
+                .unwrap()
+                .addr,
+            0x8000
+        );
     }
 }

@@ -50,7 +50,7 @@ pub use engine::{Config, Engine, MAX_FRAME};
 pub use error::{Result, VerbsError};
 pub use event::Event;
 pub use gid::Gid;
-pub use keys::{Access, MwBind, MwType, key_index};
+pub use keys::{Access, MwBind, MwType, Span, key_index};
 pub use memory::{Fault, HeapMemory, Memory, Space};
 pub use qp::QpInit;
 pub use qp_attr::{AttrMask, QpAttr, QpState, QpType, bring_up};

@@ -19,8 +19,7 @@ pub struct Ah {
     pub handle: AddressHandle,
 }
 
-/// Registers `[addr, addr + length)` with `iova` as the address remote peers use. softrnic
-/// keys regions by their address in the program, so a different IOVA is EOPNOTSUPP.
+/// Registers `[addr, addr + length)`, which work requests and remote peers name from `iova` on.
 unsafe fn reg(
     pd: *mut ibv_pd,
     addr: *mut c_void,
@@ -31,13 +30,10 @@ unsafe fn reg(
     if pd.is_null() {
         return Err(libc::EINVAL);
     }
-    if iova != addr as u64 {
-        return Err(libc::EOPNOTSUPP);
-    }
     let access = convert::access(access)?;
     let ctx = Context::from_ibv((*pd).context);
     let key = ctx.call("ibv_reg_mr", |c| {
-        c.reg_mr((*pd).handle, addr as u64, length as u64, access)
+        c.reg_mr_iova((*pd).handle, addr as u64, length as u64, iova, access)
     })?;
     Ok(Box::into_raw(Box::new(ibv_mr {
         context: (*pd).context,
@@ -48,6 +44,52 @@ unsafe fn reg(
         lkey: key,
         rkey: key,
     })))
+}
+
+/// `ibv_rereg_mr`'s work; the error is the code to return and errno.
+unsafe fn rereg(
+    mr: *mut ibv_mr,
+    flags: u32,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: u32,
+) -> Result<(), (c_int, c_int)> {
+    let input = |e| (IBV_REREG_MR_ERR_INPUT, e);
+    if mr.is_null() || flags & !IBV_REREG_MR_FLAGS_SUPPORTED != 0 {
+        return Err(input(libc::EINVAL));
+    }
+    let translate = flags & IBV_REREG_MR_CHANGE_TRANSLATION != 0;
+    if translate && (length == 0 || addr.is_null()) {
+        return Err(input(libc::EINVAL));
+    }
+    let new_pd = flags & IBV_REREG_MR_CHANGE_PD != 0;
+    if new_pd && pd.is_null() {
+        return Err(input(libc::EINVAL));
+    }
+    let cmd = |e| (IBV_REREG_MR_ERR_CMD, e);
+    // The kernel's uverbs refuses a rereg that changes nothing.
+    if flags == 0 {
+        return Err(cmd(libc::EINVAL));
+    }
+    let access = match flags & IBV_REREG_MR_CHANGE_ACCESS != 0 {
+        true => Some(convert::access(access).map_err(cmd)?),
+        false => None,
+    };
+    let pd = new_pd.then_some(pd);
+    let translation = translate.then_some((addr as u64, length as u64));
+    let ctx = Context::from_ibv((*mr).context);
+    ctx.call("ibv_rereg_mr", |c| {
+        c.rereg_mr((*mr).lkey, pd.map(|p| (*p).handle), translation, access)
+    })
+    .map_err(cmd)?;
+    if let Some(pd) = pd {
+        (*mr).pd = pd;
+    }
+    if translate {
+        ((*mr).addr, (*mr).length) = (addr, length);
+    }
+    Ok(())
 }
 
 /// `ops.alloc_mw`.
@@ -197,12 +239,18 @@ exported! {
         or_null(Err(libc::EOPNOTSUPP))
     }
 
-    /// `ibv_rereg_mr`: not supported; EOPNOTSUPP returned and in errno, as rdma-core gives
-    /// for a provider without it.
+    /// `ibv_rereg_mr`: changes the region's PD, memory (named by its address) and access, as
+    /// `flags` says, its keys kept. rdma-core's codes: IBV_REREG_MR_ERR_INPUT for what
+    /// libibverbs itself refuses, IBV_REREG_MR_ERR_CMD for what the device refuses (errno
+    /// says why; the region is then as it was).
     fn ibv_rereg_mr(mr: *mut ibv_mr, flags: c_int, pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> c_int {
-        let _ = (mr, flags, pd, addr, length, access);
-        set_errno(libc::EOPNOTSUPP);
-        libc::EOPNOTSUPP
+        match rereg(mr, flags as u32, pd, addr, length, access as u32) {
+            Ok(()) => 0,
+            Err((code, errno)) => {
+                set_errno(errno);
+                code
+            }
+        }
     }
 
     /// `ibv_dereg_mr`: EBUSY while a memory window is bound to it.

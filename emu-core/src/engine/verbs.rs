@@ -8,7 +8,7 @@ use softrnic_wire::MULTICAST_QPN;
 use super::{Engine, Pd};
 use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
 use crate::gid::Gid;
-use crate::keys::{Access, MwType};
+use crate::keys::{Access, MwType, Span};
 use crate::memory::{Memory, Space};
 use crate::qp::QpInit;
 use crate::qp::{Completer, Qp, Requester, Responder, SendWqe, Srq};
@@ -50,8 +50,14 @@ impl<M: Memory> Engine<M> {
 
     /// Registers memory; returns the key, which is both lkey and rkey.
     pub fn reg_mr(&mut self, pd: u32, addr: u64, len: u64, access: Access) -> Result<u32> {
+        self.reg_mr_iova(pd, Span::at(addr, len), access)
+    }
+
+    /// Registers memory that work requests and peers name by another address, its I/O virtual
+    /// address (`ibv_reg_mr_iova`): `region.iova` is its first byte.
+    pub fn reg_mr_iova(&mut self, pd: u32, region: Span, access: Access) -> Result<u32> {
         let space = self.space_of(pd)?;
-        if len > self.device.max_mr_size {
+        if region.len > self.device.max_mr_size {
             return Err(VerbsError::Invalid("region larger than max_mr_size"));
         }
         if self.sh.keys.regions() >= self.device.max_mr as usize {
@@ -59,7 +65,23 @@ impl<M: Memory> Engine<M> {
         }
         self.sh
             .keys
-            .register(&mut self.sh.rng, pd, space, addr, len, access)
+            .register(&mut self.sh.rng, pd, space, region, access)
+    }
+
+    /// Changes a region, its key kept (`ibv_rereg_mr`): moves it to PD `pd`, to the memory
+    /// `region`, to `access`, each if given. The PD must share the region's address space.
+    pub fn rereg_mr(
+        &mut self,
+        key: u32,
+        pd: Option<u32>,
+        region: Option<Span>,
+        access: Option<Access>,
+    ) -> Result<()> {
+        let pd = pd.map(|pd| Ok((pd, self.space_of(pd)?))).transpose()?;
+        if region.is_some_and(|r| r.len > self.device.max_mr_size) {
+            return Err(VerbsError::Invalid("region larger than max_mr_size"));
+        }
+        self.sh.keys.reregister(key, pd, region, access)
     }
 
     /// Deregisters memory: its key stops working at once.
@@ -397,6 +419,11 @@ impl<M: Memory> Engine<M> {
                 self.sh.timers.stop_all(qpn);
                 qp.established = false;
                 qp.state = QpState::Reset;
+                for cq in [qp.init.send_cq, qp.init.recv_cq] {
+                    if let Some(cq) = self.sh.cqs.get_mut(cq) {
+                        cq.forget(qpn);
+                    }
+                }
             }
             QpState::Sqd => {
                 if qp.state != QpState::Sqd {
