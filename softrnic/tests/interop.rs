@@ -357,6 +357,101 @@ impl Peers {
     }
 }
 
+/// UD multicast between softrnic and rxe through rdma_cm's joins (mckey): the `receiver` side's
+/// two ids join 239.1.2.3 (two QPs attached) and each must get 20 datagrams that the other side
+/// sends to the group, joined send-only. Datagrams may be lost, so the sender sends 20 at a
+/// time until the receiver has them all.
+fn multicast(peers: &Peers, receiver: Server) -> Result<(), String> {
+    const GROUP: &str = "239.1.2.3";
+    let sender = |addr: &str| format!("mckey -m {GROUP} -b {addr} -s -o -C 20");
+    match receiver {
+        Server::Rxe => {
+            let guest = &peers.guest;
+            guest.start("mc", &format!("mckey -m {GROUP} -b {RXE_ADDR} -c 2 -C 20"));
+            // The guest's kernel is in the group once its rdma_cm has joined (mckey then
+            // attaches its QPs at once); /proc/net/igmp lists 239.1.2.3 as 030201EF.
+            let deadline = Instant::now() + LIMIT;
+            while !guest.sh("cat /proc/net/igmp").contains("030201EF") {
+                if Instant::now() > deadline {
+                    guest.stop("mc");
+                    return Err(format!(
+                        "rxe never joined:
+{}",
+                        guest.finish("mc").1
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            let words: Vec<String> = sender(SOFTRNIC_ADDR)
+                .split(' ')
+                .map(str::to_owned)
+                .collect();
+            for _ in 0..10 {
+                let sent = peers.host.program(&words).output().unwrap();
+                if !sent.status.success() {
+                    guest.stop("mc");
+                    return Err(format!("softrnic's sender: {}", text(&sent.stdout)));
+                }
+                if !guest
+                    .sh("cat /run/jobs/mc.rc 2>/dev/null")
+                    .trim()
+                    .is_empty()
+                {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            let (rc, out) = guest.finish("mc");
+            (rc == 0)
+                .then_some(())
+                .ok_or(format!("rxe's receiver (rc {rc}):\n{out}"))
+        }
+        Server::Softrnic => {
+            let line = format!("stdbuf -oL mckey -m {GROUP} -b {SOFTRNIC_ADDR} -c 2 -C 20");
+            let words: Vec<String> = line.split(' ').map(str::to_owned).collect();
+            let mut receiver = Running(
+                peers
+                    .host
+                    .program(&words)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .unwrap(),
+            );
+            let mut lines =
+                std::io::BufRead::lines(std::io::BufReader::new(receiver.0.stdout.take().unwrap()));
+            let mut said = String::new();
+            while !said.contains("receiving data transfers") {
+                match lines.next() {
+                    Some(Ok(l)) => said += &(l + "\n"),
+                    _ => return Err(format!("softrnic's receiver never joined:\n{said}")),
+                }
+            }
+            for _ in 0..10 {
+                let sent = peers
+                    .guest
+                    .sh(&format!("{} 2>&1; echo rc=$?", sender(RXE_ADDR)));
+                if !sent.trim_end().ends_with("rc=0") {
+                    return Err(format!("rxe's sender:\n{sent}"));
+                }
+                if receiver.0.try_wait().unwrap().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            let status = receiver.wait_at_most(Duration::from_secs(10));
+            said += &lines
+                .map_while(Result::ok)
+                .map(|l| l + "\n")
+                .collect::<String>();
+            status
+                .is_some_and(|s| s.success())
+                .then_some(())
+                .ok_or(format!("softrnic's receiver ({status:?}):\n{said}"))
+        }
+    }
+}
+
 /// When a server is ready for its client: it listens on a TCP port, or an rdma_cm port.
 #[derive(Clone, Copy)]
 enum Ready<'a> {
@@ -556,6 +651,17 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
             }
         }
     });
+    // UD multicast both ways, each side joining through its rdma_cm (the kernel joins the
+    // group with IGMP; softrnic adds its MAC to the tap's filter).
+    for receiver in both {
+        let r = multicast(&peers, receiver);
+        check(
+            "multicast: mckey, the serving side's 2 QPs join and receive 20 datagrams each".into(),
+            receiver,
+            r,
+        );
+    }
+
     // common::tally parses every frame (good ICRCs); the MADs are the frames to QP1.
     let cm_tally = common::tally(&frames);
     let mads = frames
