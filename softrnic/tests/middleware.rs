@@ -13,25 +13,55 @@ fn strings(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
+/// Runs `argv` on `host`, which must succeed and print each of `wants`.
+fn says(host: &Host, argv: &[&str], wants: &[&str]) {
+    let out = host.program(&strings(argv)).output().unwrap();
+    let said = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{argv:?}: {said}{}",
+        text(&out.stderr)
+    );
+    for want in wants {
+        assert!(said.contains(want), "{argv:?}: no {want:?} in:\n{said}");
+    }
+}
+
+/// Runs `server` on the server host with `env`, and once it listens on TCP `port`, `client`
+/// on the client host with `env`; both must succeed. The client's output.
+fn served(
+    s: &Setup,
+    env: &[(&str, &str)],
+    port: &str,
+    server: &[String],
+    client: &[String],
+) -> String {
+    let start = |host: &Host, argv: &[String]| {
+        let mut c = host.program(argv);
+        c.envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        Running(c.spawn().unwrap())
+    };
+    let mut srv = start(s.server(), server);
+    srv.wait_until("listened", || listening(s.server().ns.as_deref(), port));
+    let what = format!("{env:?} {client:?}");
+    let out = start(s.client(), client).finish(&[&what]);
+    srv.finish(&[&what]);
+    out
+}
+
 #[test]
 fn ucx_lists_softrnic_devices_with_rc_and_ud_verbs() {
     let _serial = serial();
     let s = Setup::new(Topology::OneHost, "ucxinfo");
-    let out = s
-        .client()
-        .program(&strings(&["ucx_info", "-d"]))
-        .output()
-        .unwrap();
-    let said = text(&out.stdout);
-    assert!(out.status.success(), "{said}{}", text(&out.stderr));
-    for want in [
+    let wants = [
         "# Memory domain: srnic0",
         "#      Transport: rc_verbs",
         "#      Transport: ud_verbs",
         "#         Device: srnic0:1",
-    ] {
-        assert!(said.contains(want), "no {want:?} in:\n{said}");
-    }
+    ];
+    says(s.client(), &["ucx_info", "-d"], &wants);
 }
 
 /// Runs `ucx_perftest ARGS` as server and client with `UCX_TLS=tls`; the client's final row
@@ -41,28 +71,10 @@ fn ucx_perftest(s: &Setup, tls: &str, args: &[&str]) -> Vec<f64> {
     let port = next_port();
     let mut argv = strings(&["ucx_perftest", "-p", &port]);
     argv.extend(strings(args));
-    let server = s
-        .server()
-        .program(&argv)
-        .env("UCX_TLS", tls)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Running(server);
-    server.wait_until("listened", || listening(s.server().ns.as_deref(), &port));
-    argv.insert(1, s.server_addr.into());
-    let client = s
-        .client()
-        .program(&argv)
-        .env("UCX_TLS", tls)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let what = format!("UCX_TLS={tls} {argv:?}");
-    let out = Running(client).finish(&[&what]);
-    server.finish(&[&what]);
+    let mut client = argv.clone();
+    client.insert(1, s.server_addr.into());
+    let out = served(s, &[("UCX_TLS", tls)], &port, &argv, &client);
+    let what = format!("UCX_TLS={tls} {client:?}");
     let row = out
         .lines()
         .find_map(|l| l.strip_prefix("Final:"))
@@ -236,21 +248,13 @@ fn libfabric_pingpongs_over_every_verbs_endpoint_type() {
     let _serial = serial();
     for (i, t) in TOPOLOGIES.into_iter().enumerate() {
         let s = Setup::new(t, &format!("fi{i}"));
-        let out = s
-            .client()
-            .program(&strings(&["fi_info", "-p", "verbs"]))
-            .output()
-            .unwrap();
-        let said = text(&out.stdout);
-        assert!(out.status.success(), "{said}{}", text(&out.stderr));
-        for want in [
+        let wants = [
             "domain: srnic0\n",
             "type: FI_EP_MSG",
             "domain: srnic0-dgram",
             "type: FI_EP_DGRAM",
-        ] {
-            assert!(said.contains(want), "{t:?}: no {want:?} in:\n{said}");
-        }
+        ];
+        says(s.client(), &["fi_info", "-p", "verbs"], &wants);
         // Given no address, libfabric's verbs provider has fi_pingpong's MSG and RxM servers
         // listen at "localhost" (it binds 127.0.0.1) and hand that name to the client: on
         // another host the client cannot reach it. fi_pingpong has no option to name another.
@@ -278,27 +282,10 @@ fn libfabric_pingpongs_over_every_verbs_endpoint_type() {
             ];
             let mut server = strings(&args);
             server.extend(strings(&["-B", &port]));
-            let mut server = Running(
-                s.server()
-                    .program(&server)
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped())
-                    .spawn()
-                    .unwrap(),
-            );
-            server.wait_until("listened", || listening(s.server().ns.as_deref(), &port));
             let mut client = strings(&args);
             client.extend(strings(&["-P", &port, s.server_addr]));
-            let client = s
-                .client()
-                .program(&client)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let out = served(&s, &[], &port, &server, &client);
             let what = format!("{t:?} {args:?}");
-            let out = Running(client).finish(&[&what]);
-            server.finish(&[&what]);
             // Up to the path MTU (at least 1 KiB) for datagrams, else up to fi_pingpong's
             // largest size, 6 MiB, every size went both ways.
             let last = if ep == "dgram" { "1k " } else { "6m " };
