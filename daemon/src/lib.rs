@@ -577,8 +577,6 @@ impl Drop for Running {
     }
 }
 
-/// The MAC of device `n` when it has no wire of its own: locally administered, and unique
-/// in this daemon, which delivers same-host frames by MAC.
 /// Why a device without an interface is local.
 const LOCAL: &str = "no interface: only devices of this daemon are reachable";
 
@@ -602,6 +600,8 @@ fn local_gids(n: usize, lo: bool) -> Vec<Gid> {
     gids
 }
 
+/// The MAC of device `n` when it has no wire of its own: locally administered, and unique
+/// in this daemon, which delivers same-host frames by MAC.
 fn local_mac(n: usize) -> [u8; 6] {
     [0x02, 0x53, 0x52, 0x4e, 0x00, n as u8]
 }
