@@ -35,17 +35,18 @@ fn rc_qp(c: &mut Client) -> (u32, u32, u32) {
 }
 
 fn connect(c: &mut Client, qp: u32, peer: u32, psn: u32, peer_psn: u32) {
-    let dgid = {
-        // GID 1 is the IPv4 one (rxe's order: the link-local address is 0). The two local
-        // devices have consecutive addresses; each side names the other.
-        let me = c.gids().unwrap()[1];
-        let mut o = me.0;
-        o[15] ^= 3;
-        softrnic_emu_core::Gid(o)
-    };
+    // Each local device has its own address in 198.19.255.0/24 (the first one has 127.0.0.1
+    // before it, as it stands on lo): .1 and .2 here, and each side names the other.
+    let gids = c.gids().unwrap();
+    let index = gids
+        .iter()
+        .position(|g| g.0[12..15] == [198, 19, 255])
+        .expect("a GID in 198.19.255.0/24");
+    let mut dgid = gids[index];
+    dgid.0[15] ^= 3;
     let ah = AddressHandle {
         dgid,
-        sgid_index: 1,
+        sgid_index: index as u8,
         hop_limit: 64,
         traffic_class: 0,
         flow_label: 0,
