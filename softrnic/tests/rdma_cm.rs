@@ -82,9 +82,10 @@ fn launch(s: &Setup, port: &str, server: &[String], client: &[String]) -> (Runni
 /// Its client may send the second REQ before its server listens again: rdma_cm refuses it
 /// (reason 8; over UD, a SIDR_REP with status 1, which the program sees as UNREACHABLE with
 /// status 1), as the kernel's does, and perftest's retry path then crashes on memory it
-/// freed. A run that lost that race (the client says so) is run again, at most twice.
+/// freed. A run that lost that race (the client says so) is run again, at most five times: on
+/// a machine busy with two CPU hogs a server can lose it three times running.
 fn perftest_pair(s: &Setup, args: &[String], addr: &str) -> String {
-    for _ in 0..3 {
+    for _ in 0..6 {
         let port = next_port();
         let mut server = args.to_vec();
         server.extend(strings(&["-p", &port]));
@@ -104,7 +105,7 @@ fn perftest_pair(s: &Setup, args: &[String], addr: &str) -> String {
             "{client:?} ended with {status:?}:\n{out}"
         );
     }
-    panic!("{args:?}: the client connected before its server listened three times running");
+    panic!("{args:?}: the client connected before its server listened six times running");
 }
 
 fn strings(v: &[&str]) -> Vec<String> {
@@ -466,21 +467,25 @@ fn perftest_and_qperf_connect_through_rdma_cm() {
         // Debian 12's qperf (0.4.11) sends its server's rdma_cm port to the client before it
         // calls rdma_listen: a client quick enough is refused (REJ, reason 8), as it would be
         // by the kernel's rdma_cm, and qperf stops ("Event rejected"), leaving its server's
-        // side waiting. A run that fails is run again with a new server, at most twice; all
-        // three failing is a failure.
-        let mut said = Vec::new();
-        for _ in 0..3 {
-            if qperf_rc(&s).map_err(|e| said.push(e)).is_ok() {
-                break;
+        // side waiting. A run that fails is run again with a new server, at most five times;
+        // all six failing is a failure. Each test runs against a server of its own: a loaded
+        // machine made a server's second test (its second port and listen) lose that race
+        // three times running, where its first won.
+        for (test, result) in [("rc_bw", "bw  ="), ("rc_lat", "latency  =")] {
+            let mut said = Vec::new();
+            for _ in 0..6 {
+                if qperf_rc(&s, test, result).map_err(|e| said.push(e)).is_ok() {
+                    break;
+                }
             }
+            assert!(said.len() < 6, "{t:?} {test}: {}", said.join("\n---\n"));
         }
-        assert!(said.len() < 3, "{t:?}: {}", said.join("\n---\n"));
     }
 }
 
-/// `qperf -cm1 rc_bw rc_lat` against a qperf server of its own (on a port no other qperf, a
-/// stale one or another test's, answers): both results, or what the client said.
-fn qperf_rc(s: &Setup) -> Result<(), String> {
+/// `qperf -cm1 TEST` against a qperf server of its own (on a port no other qperf, a stale one
+/// or another test's, answers): Ok if it printed `result`, else what the client said.
+fn qperf_rc(s: &Setup, test: &str, result: &str) -> Result<(), String> {
     let (tcp, lp) = (s.server_addr, next_port());
     let mut server = Running(
         s.server()
@@ -495,13 +500,13 @@ fn qperf_rc(s: &Setup) -> Result<(), String> {
     let out = s
         .client()
         .program(&strings(&[
-            "qperf", "-lp", &lp, tcp, "-cm1", "-t", "1", "-to", "60", "rc_bw", "rc_lat",
+            "qperf", "-lp", &lp, tcp, "-cm1", "-t", "1", "-to", "60", test,
         ]))
         .output()
         .unwrap();
     let _ = server.0.kill();
     let said = text(&out.stdout);
-    if out.status.success() && said.contains("bw  =") && said.contains("latency  =") {
+    if out.status.success() && said.contains(result) {
         Ok(())
     } else {
         Err(format!("{said}{}", text(&out.stderr)))
