@@ -393,6 +393,9 @@ impl Daemon {
             .position(Option::is_none)
             .unwrap_or(self.devices.len());
         let name = format!("srnic{n}");
+        // A local device stands on `lo` with its addresses, as rxe attached to it, unless
+        // another does already.
+        let lo = req.netdev.is_none() && !self.has_lo();
         let (wire, watch, backend, reason, mac, mtu, gids) = match &req.netdev {
             None => {
                 if req.backend.is_some_and(|b| b != BackendKind::Local) {
@@ -401,7 +404,7 @@ impl Daemon {
                         "a wire backend needs --netdev",
                     ));
                 }
-                let (mac, lo) = (local_mac(n), !self.has_lo());
+                let mac = local_mac(n);
                 let why = match lo {
                     true => format!("{LOCAL}; on lo with its addresses, as rxe attached to lo"),
                     false => LOCAL.to_owned(),
@@ -418,10 +421,9 @@ impl Daemon {
             eth_mtu: mtu,
             device: DeviceAttr::default(),
         };
-        // A local device with the loopback addresses stands on `lo`, as rxe attached to it.
-        let netdev = match &req.netdev {
-            None if gids.contains(&Gid::from(Ipv4Addr::LOCALHOST)) => Some("lo".to_owned()),
-            n => n.clone(),
+        let netdev = match lo {
+            true => Some("lo".to_owned()),
+            false => req.netdev.clone(),
         };
         let dev = Device {
             info: DeviceInfo {

@@ -44,10 +44,9 @@ const UVERBS_DEV: (u32, u32) = (231, 192);
 const UVERBS_ABI: u32 = 6;
 const DRIVER_ABI: u32 = 2;
 
-/// A GID as the kernel's `%pI6` prints it: eight groups of four hex digits.
-fn gid_text(gid: &Gid) -> String {
-    let groups: Vec<String> = gid
-        .0
+/// Bytes as the kernel prints GIDs (`%pI6`) and GUIDs: groups of four hex digits, by colons.
+fn hex_groups(bytes: &[u8]) -> String {
+    let groups: Vec<String> = bytes
         .chunks(2)
         .map(|g| format!("{:02x}{:02x}", g[0], g[1]))
         .collect();
@@ -57,12 +56,8 @@ fn gid_text(gid: &Gid) -> String {
 /// `/sys/class/infiniband/DEV/...`, by path relative to `/sys/class/infiniband`.
 fn ib_device(d: &Device) -> Vec<(String, Node)> {
     let name = &d.info.name;
-    let guid = &Gid::link_local(d.info.mac).0[8..];
-    let guid: Vec<String> = guid
-        .chunks(2)
-        .map(|g| format!("{:02x}{:02x}", g[0], g[1]))
-        .collect();
-    let guid = guid.join(":");
+    // The GUID is the EUI-64 of the MAC, as the provider's `node_guid`.
+    let guid = hex_groups(&Gid::link_local(d.info.mac).0[8..]);
     let state = d.port.state as u32;
     let (phys, phys_name) = if state == 4 {
         (5, "LinkUp")
@@ -123,7 +118,7 @@ fn ib_device(d: &Device) -> Vec<(String, Node)> {
     let netdev = d.info.netdev.as_ref().filter(|_| d.info.netns.is_none());
     for i in 0..d.port.gid_tbl_len as usize {
         let gid = d.info.gids.get(i);
-        let text = gid_text(gid.unwrap_or(&Gid([0; 16])));
+        let text = hex_groups(&gid.unwrap_or(&Gid([0; 16])).0);
         t.push((format!("{port}/gids/{i}"), Node::File(format!("{text}\n"))));
         if gid.is_some() {
             t.push((
