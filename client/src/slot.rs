@@ -36,9 +36,11 @@ pub struct SendSlot {
     pub rkey: u32,
     /// The remote address, or for a bind the window's start.
     pub remote_addr: u64,
-    /// The compare or add operand, or for a bind the window's length.
+    /// The compare or add operand, an ATOMIC WRITE's 8 bytes, a FLUSH's length, or for a bind
+    /// the window's length.
     pub operand: u64,
-    /// The swap operand, or for a bind its access flags (low 32 bits) and new key byte (next 8).
+    /// The swap operand, a FLUSH's placement (low 8 bits) and level (next 8), or for a bind
+    /// its access flags (low 32 bits) and new key byte (next 8).
     pub swap: u64,
     /// UD: whether the fields below are set.
     pub has_ud: u32,
@@ -128,6 +130,8 @@ const OP_COMPARE_SWAP: u32 = 6;
 const OP_FETCH_ADD: u32 = 7;
 const OP_LOCAL_INV: u32 = 8;
 const OP_BIND_MW: u32 = 9;
+const OP_ATOMIC_WRITE: u32 = 10;
+const OP_FLUSH: u32 = 11;
 
 const SEND_HEADER: usize = size_of::<SendSlot>();
 const RECV_HEADER: usize = size_of::<RecvSlot>();
@@ -197,6 +201,22 @@ pub fn encode_send(wr: &SendWr, inline: Option<&[u8]>, slot: &mut [u8]) -> Optio
             h.operand = add;
             OP_FETCH_ADD
         }
+        SendOp::AtomicWrite { remote: r, value } => {
+            remote(&mut h, &r);
+            h.operand = u64::from_ne_bytes(value);
+            OP_ATOMIC_WRITE
+        }
+        SendOp::Flush {
+            remote: r,
+            len,
+            placement,
+            level,
+        } => {
+            remote(&mut h, &r);
+            h.operand = len.into();
+            h.swap = u64::from(placement) | u64::from(level) << 8;
+            OP_FLUSH
+        }
         SendOp::LocalInv(key) => {
             h.imm_or_key = key;
             OP_LOCAL_INV
@@ -255,6 +275,16 @@ pub fn decode_send(slot: &[u8]) -> Option<(SendWr, Option<Vec<u8>>)> {
         OP_FETCH_ADD => SendOp::FetchAdd {
             remote,
             add: h.operand,
+        },
+        OP_ATOMIC_WRITE => SendOp::AtomicWrite {
+            remote,
+            value: h.operand.to_ne_bytes(),
+        },
+        OP_FLUSH => SendOp::Flush {
+            remote,
+            len: u32::try_from(h.operand).ok()?,
+            placement: h.swap as u8,
+            level: (h.swap >> 8) as u8,
         },
         OP_LOCAL_INV => SendOp::LocalInv(h.imm_or_key),
         OP_BIND_MW => SendOp::BindMw(MwBind {
@@ -446,6 +476,16 @@ mod tests {
                 }
             }),
             (remote(), any::<u64>()).prop_map(|(remote, add)| SendOp::FetchAdd { remote, add }),
+            (remote(), any::<[u8; 8]>())
+                .prop_map(|(remote, value)| SendOp::AtomicWrite { remote, value }),
+            (remote(), any::<u32>(), any::<u8>(), any::<u8>()).prop_map(
+                |(remote, len, placement, level)| SendOp::Flush {
+                    remote,
+                    len,
+                    placement,
+                    level
+                }
+            ),
             any::<u32>().prop_map(SendOp::LocalInv),
             (
                 any::<u32>(),

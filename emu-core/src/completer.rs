@@ -52,7 +52,7 @@ fn complete_before<M>(qp: &mut Qp, sh: &mut Shared<M>, end: u32) -> Result<bool,
         if !qp.started(0) || psn::diff(w.last_psn, end) >= 0 {
             break;
         }
-        if w.wr.op.is_read_or_atomic() {
+        if w.wr.op.needs_response() {
             return Err(ImpliedNak);
         }
         let next = psn::add(w.last_psn, 1);
@@ -157,7 +157,7 @@ fn ack<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) {
         && qp.started(0)
         && psn::diff(p, w.first_psn) >= 0
     {
-        if w.wr.op.is_read_or_atomic() {
+        if w.wr.op.needs_response() {
             return implied_nak(qp, sh, now);
         }
         // Part of a multi-packet message is acknowledged.
@@ -189,7 +189,7 @@ fn nak_prefix<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, p: u32) -> Resul
     let mut progress = complete_before(qp, sh, p)?;
     if let Some(w) = qp.sq.front()
         && qp.started(0)
-        && !w.wr.op.is_read_or_atomic()
+        && !w.wr.op.needs_response()
         && psn::diff(p, w.first_psn) > 0
         && psn::diff(p, qp.comp.psn) > 0
     {
@@ -287,9 +287,22 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
     let Some(w) = outstanding_at(qp, sh, p) else {
         return;
     };
-    let SendOp::Read(_) = w.wr.op else {
-        return bad_response(qp, sh);
-    };
+    let last = pkt.repr.bth.opcode.info().position.is_last();
+    match w.wr.op {
+        SendOp::Read(_) => {}
+        // IBA 1.5: ATOMIC WRITE and FLUSH are answered by an empty READ RESPONSE ONLY.
+        SendOp::AtomicWrite { .. } | SendOp::Flush { .. } => {
+            if !pkt.repr.bth.opcode.info().position.is_first() || !last || !pkt.payload().is_empty()
+            {
+                return bad_response(qp, sh);
+            }
+            acknowledge_to(qp, psn::add(p, 1));
+            qp.sq[0].status = Some(WcStatus::Success);
+            qp.retire(sh);
+            return progressed(qp, &mut sh.timers, now);
+        }
+        _ => return bad_response(qp, sh),
+    }
     if p != qp.comp.psn {
         // A READ response is missing before this one (IBA 9.7.5.1.5).
         return implied_nak(qp, sh, now);
@@ -297,7 +310,6 @@ fn read_response<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant, pkt: 
     let payload = pkt.payload();
     let n = payload.len() as u32;
     let left = w.len - w.read_done;
-    let last = pkt.repr.bth.opcode.info().position.is_last();
     let sane = if last {
         n == left
     } else {
@@ -455,6 +467,64 @@ mod tests {
         assert_eq!((again[0].opcode, again[0].psn), (O::RcReadRequest, SQ_PSN));
         assert_eq!(again[0].ext.reth.map(|r| r.dma_len), Some(2 * MTU));
         assert_eq!(b.engine.counters().implied_nak_seq_err, 1);
+    }
+
+    const VALUE: [u8; 8] = [1, 2, 3, 4, 5, 6, 7, 8];
+
+    /// An ATOMIC WRITE and a FLUSH, sent; returns their PSNs.
+    fn atomic_write_and_flush(b: &mut Bench) -> Vec<u32> {
+        b.post(
+            1,
+            SendOp::AtomicWrite {
+                remote: REMOTE,
+                value: VALUE,
+            },
+            0,
+        );
+        let flush = SendOp::Flush {
+            remote: REMOTE,
+            len: 64,
+            placement: 1,
+            level: 0,
+        };
+        b.post(2, flush, 0);
+        psns(b)
+    }
+
+    #[test]
+    fn an_empty_read_response_completes_an_atomic_write_or_flush() {
+        let mut b = Bench::rc();
+        assert_eq!(atomic_write_and_flush(&mut b), [SQ_PSN, SQ_PSN + 1]);
+        read_response(&mut b, O::RcReadResponseOnly, SQ_PSN, &[]);
+        read_response(&mut b, O::RcReadResponseOnly, SQ_PSN + 1, &[]);
+        assert_eq!(
+            b.completions(),
+            [
+                (1, WcStatus::Success, WcOpcode::AtomicWrite),
+                (2, WcStatus::Success, WcOpcode::Flush)
+            ]
+        );
+    }
+
+    #[test]
+    fn an_ack_covers_an_atomic_write_and_flush_as_rxe_allows() {
+        let mut b = Bench::rc();
+        atomic_write_and_flush(&mut b);
+        b.ack(SQ_PSN + 1, ACK);
+        let done: Vec<_> = b.completions().into_iter().map(|c| c.1).collect();
+        assert_eq!(done, [WcStatus::Success; 2]);
+        assert_eq!(b.engine.counters().implied_nak_seq_err, 0);
+    }
+
+    #[test]
+    fn a_read_response_with_data_for_an_atomic_write_is_a_bad_response() {
+        let mut b = Bench::rc();
+        atomic_write_and_flush(&mut b);
+        read_response(&mut b, O::RcReadResponseOnly, SQ_PSN, &[0; 8]);
+        assert_eq!(
+            b.completions()[0],
+            (1, WcStatus::BadRespErr, WcOpcode::AtomicWrite)
+        );
     }
 
     #[test]

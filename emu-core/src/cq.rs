@@ -38,6 +38,8 @@ pub enum WcOpcode {
     FetchAdd = 4,
     BindMw = 5,
     LocalInv = 6,
+    Flush = 8,
+    AtomicWrite = 9,
     Recv = 128,
     RecvRdmaWithImm = 129,
 }
@@ -80,6 +82,8 @@ impl WcOpcode {
             FetchAdd,
             BindMw,
             LocalInv,
+            Flush,
+            AtomicWrite,
             Recv,
             RecvRdmaWithImm,
         ]

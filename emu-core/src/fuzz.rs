@@ -112,7 +112,7 @@ impl World {
             now: 0,
             scratch: vec![0; MAX_FRAME],
         };
-        let all = Access::from_bits_retain(15) | Access::MW_BIND;
+        let all = Access::from_bits_retain(15) | Access::MW_BIND | Access::FLUSH_GLOBAL;
         for access in [all, Access::LOCAL_WRITE, Access::REMOTE_READ] {
             let addr = w.engine.memory_mut().heap.alloc(BUF_LEN);
             w.bufs.push(Buf { addr, key: None });
@@ -183,7 +183,7 @@ impl World {
         };
         self.qps.push(info);
         let attr = QpAttr {
-            qp_access_flags: Access::from_bits_retain(15),
+            qp_access_flags: Access::from_bits_retain(15) | Access::FLUSH_GLOBAL,
             qkey: QKEY,
             ah: Some(ah()),
             path_mtu: Mtu::M1024,
@@ -241,6 +241,16 @@ impl World {
                 SendOp::Read(remote),
                 SendOp::Write(remote),
                 SendOp::FetchAdd { remote, add: 1 },
+                SendOp::AtomicWrite {
+                    remote,
+                    value: [1; 8],
+                },
+                SendOp::Flush {
+                    remote,
+                    len: 3000,
+                    placement: 1,
+                    level: 0,
+                },
             ];
             for (n, op) in ops.into_iter().enumerate() {
                 let len = if op.is_atomic() { 8 } else { 3000 };

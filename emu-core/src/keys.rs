@@ -24,6 +24,10 @@ bitflags::bitflags! {
         const MW_BIND = 16;
         /// Remote addresses are offsets from the region's start.
         const ZERO_BASED = 32;
+        /// Peers may FLUSH for global visibility (IBA 1.5).
+        const FLUSH_GLOBAL = 1 << 8;
+        /// Peers may FLUSH for persistence (IBA 1.5).
+        const FLUSH_PERSISTENT = 1 << 9;
     }
 }
 
@@ -136,6 +140,13 @@ fn check_region(region: &Span, access: Access) -> crate::Result<()> {
     if access.needs_local_write() && !access.contains(Access::LOCAL_WRITE) {
         return Err(crate::VerbsError::Invalid(
             "remote write or atomic access requires local write",
+        ));
+    }
+    if access.contains(Access::FLUSH_PERSISTENT) {
+        // As rxe refuses it for memory that is not persistent (rxe_mr.c): a region here is
+        // ordinary memory, which no flush makes persistent.
+        return Err(crate::VerbsError::Invalid(
+            "persistent flush access needs persistent memory",
         ));
     }
     if region.addr.checked_add(region.len).is_none()
@@ -471,6 +482,18 @@ impl KeyTable {
             return Err(KeyError::WrongOwner);
         }
         check(e, pd, access, addr, len)
+    }
+
+    /// The range a key covers, as peers name it (from 0 for a zero-based region): what a
+    /// FLUSH of the whole region checks (IBA 1.5).
+    pub fn extent(&self, rkey: u32) -> Option<(u64, u64)> {
+        let e = self.get(rkey)?;
+        let start = if e.access.contains(Access::ZERO_BASED) {
+            0
+        } else {
+            e.iova
+        };
+        Some((start, e.len))
     }
 
     /// How many regions and windows belong to `pd` (a PD in use cannot be freed).

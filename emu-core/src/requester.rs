@@ -5,7 +5,8 @@
 //! rewinds it (go-back-N) when a packet must be sent again.
 
 use softrnic_wire::{
-    AtomicEthRepr, DethRepr, ExtRepr, FrameRepr, Opcode, Position, RethRepr, With, bth::BthRepr,
+    AtomicEthRepr, DethRepr, ExtRepr, FethRepr, FlushLevel, FlushPlacement, FrameRepr, Opcode,
+    Position, RethRepr, With, bth::BthRepr,
 };
 
 use crate::cq::WcStatus;
@@ -184,6 +185,8 @@ fn build<M: Memory>(
             Position::of(offset == 0, remaining <= mtu),
             remaining.min(mtu),
         )
+    } else if let SendOp::AtomicWrite { .. } = w.wr.op {
+        (Position::Only, w.len)
     } else {
         (Position::Only, 0)
     };
@@ -251,6 +254,30 @@ fn build<M: Memory>(
                 compare: 0,
             });
         }
+        SendOp::AtomicWrite { remote, .. } => {
+            ext.reth = Some(RethRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                dma_len: w.len,
+            });
+        }
+        SendOp::Flush {
+            remote,
+            len,
+            placement,
+            level,
+        } => {
+            // IBA 1.5 9.3.8: the FETH says what to flush, the RETH where.
+            ext.feth = Some(FethRepr {
+                placement: FlushPlacement::from_bits_retain(placement),
+                level: FlushLevel::from_bits(level),
+            });
+            ext.reth = Some(RethRepr {
+                va: remote.addr,
+                rkey: remote.rkey,
+                dma_len: len,
+            });
+        }
         _ => {}
     }
     if ends_message {
@@ -279,9 +306,12 @@ fn build<M: Memory>(
     let payload = buf
         .get_mut(at..at + payload_len as usize)
         .ok_or(WcStatus::LocLenErr)?;
-    match &w.inline {
-        Some(data) => payload.copy_from_slice(&data[offset as usize..][..payload_len as usize]),
-        None => dma::gather(&sh.mem, &sh.keys, qp.pd, &w.wr.sgl, offset, payload)?,
+    match (&w.inline, &w.wr.op) {
+        (_, SendOp::AtomicWrite { value, .. }) => payload.copy_from_slice(value),
+        (Some(data), _) => {
+            payload.copy_from_slice(&data[offset as usize..][..payload_len as usize])
+        }
+        (None, _) => dma::gather(&sh.mem, &sh.keys, qp.pd, &w.wr.sgl, offset, payload)?,
     }
     let n = repr
         .emit_in_place_with(payload_len as usize, buf, sh.icrc)
@@ -383,6 +413,70 @@ mod tests {
         let more = sent(&mut b);
         assert_eq!(more.len(), 64);
         assert_eq!(more[0].1, SQ_PSN + 128);
+    }
+
+    #[test]
+    fn an_atomic_write_carries_its_value_and_a_flush_its_feth_before_its_reth() {
+        let mut b = Bench::rc();
+        let value = [8, 7, 6, 5, 4, 3, 2, 1];
+        b.post(
+            1,
+            SendOp::AtomicWrite {
+                remote: REMOTE,
+                value,
+            },
+            0,
+        );
+        let flush = SendOp::Flush {
+            remote: REMOTE,
+            len: 4096,
+            placement: 3,
+            level: 1,
+        };
+        b.post(2, flush, 0);
+        let frames = b.sent();
+        assert_eq!(
+            (frames[0].opcode, frames[0].psn, frames[0].ack_req),
+            (O::RcAtomicWrite, SQ_PSN, true)
+        );
+        assert_eq!(frames[0].payload, value);
+        let reth = frames[0].ext.reth.expect("an ATOMIC WRITE carries a RETH");
+        assert_eq!(
+            (reth.va, reth.rkey, reth.dma_len),
+            (REMOTE.addr, REMOTE.rkey, 8)
+        );
+        assert_eq!((frames[1].opcode, frames[1].psn), (O::RcFlush, SQ_PSN + 1));
+        assert!(frames[1].payload.is_empty());
+        let feth = frames[1].ext.feth.expect("a FLUSH carries a FETH");
+        assert_eq!((feth.placement.bits(), feth.level.bits()), (3, 1));
+        assert_eq!(frames[1].ext.reth.map(|r| r.dma_len), Some(4096));
+    }
+
+    #[test]
+    fn atomic_writes_and_flushes_take_max_rd_atomic_credits() {
+        let mut b = Bench::rc();
+        b.post(
+            1,
+            SendOp::AtomicWrite {
+                remote: REMOTE,
+                value: [0; 8],
+            },
+            0,
+        );
+        b.post(
+            2,
+            SendOp::Flush {
+                remote: REMOTE,
+                len: 8,
+                placement: 1,
+                level: 0,
+            },
+            0,
+        );
+        b.post(3, SendOp::Read(REMOTE), 8);
+        // max_rd_atomic is 2: the READ waits for a response.
+        let psns: Vec<u32> = sent(&mut b).iter().map(|s| s.1).collect();
+        assert_eq!(psns, [SQ_PSN, SQ_PSN + 1]);
     }
 
     #[test]

@@ -84,11 +84,15 @@ impl Bench {
                 pd,
                 buf,
                 BUF_LEN as u64,
-                Access::all().difference(Access::ZERO_BASED),
+                Access::all().difference(Access::ZERO_BASED | Access::FLUSH_PERSISTENT),
             )
             .unwrap();
         let attr = QpAttr {
-            qp_access_flags: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
+            qp_access_flags: Access::REMOTE_WRITE
+                | Access::REMOTE_READ
+                | Access::REMOTE_ATOMIC
+                | Access::FLUSH_GLOBAL
+                | Access::FLUSH_PERSISTENT,
             ah: Some(
                 AddressHandle::to(Gid::from(core::net::Ipv4Addr::from(PEER)), 0).via(PEER_MAC),
             ),

@@ -89,6 +89,26 @@ pub enum SendOp {
         /// The value to add.
         add: u64,
     },
+    /// ATOMIC WRITE (IBA 1.5): the 8 bytes land at the remote address at once, after every
+    /// earlier request; no local buffer (`ibv_wr_atomic_write`).
+    AtomicWrite {
+        /// Remote address (8-byte aligned).
+        remote: Remote,
+        /// The bytes to store, in memory order.
+        value: [u8; 8],
+    },
+    /// FLUSH (IBA 1.5): earlier writes to the range (or the whole region) become visible
+    /// or persistent before it completes (`ibv_wr_flush`).
+    Flush {
+        /// The range's start and the region's rkey.
+        remote: Remote,
+        /// The range's length (ignored for a whole-region flush).
+        len: u32,
+        /// `IBV_FLUSH_GLOBAL` and/or `IBV_FLUSH_PERSISTENT`: the FETH's placement bits.
+        placement: u8,
+        /// `IBV_FLUSH_RANGE` or `IBV_FLUSH_MR`: the FETH's selectivity level.
+        level: u8,
+    },
     /// Invalidate a local key.
     LocalInv(u32),
     /// Bind a memory window.
@@ -96,8 +116,24 @@ pub enum SendOp {
 }
 
 impl SendOp {
-    /// Whether this is an RDMA READ or atomic (limited by max_rd_atomic).
+    /// Whether this takes one of the responder's READ/atomic resources (max_rd_atomic, IBA
+    /// 9.5.1; ATOMIC WRITE and FLUSH too, IBA 1.5), and so waits behind a fence.
     pub fn is_read_or_atomic(&self) -> bool {
+        matches!(
+            self,
+            SendOp::Read(_)
+                | SendOp::CompareSwap { .. }
+                | SendOp::FetchAdd { .. }
+                | SendOp::AtomicWrite { .. }
+                | SendOp::Flush { .. }
+        )
+    }
+
+    /// Whether only its own response completes it, because that response carries data (READ
+    /// data, an atomic's original value): an ACK beyond it means the response was lost
+    /// (IBA 9.7.5.1.5). ATOMIC WRITE and FLUSH answer with an empty READ response, which a
+    /// later ACK covers as it covers a WRITE.
+    pub fn needs_response(&self) -> bool {
         matches!(
             self,
             SendOp::Read(_) | SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. }
@@ -126,6 +162,8 @@ impl SendOp {
             SendOp::Read(_) => (Operation::RdmaReadRequest, With::Nothing),
             SendOp::CompareSwap { .. } => (Operation::CompareSwap, With::Nothing),
             SendOp::FetchAdd { .. } => (Operation::FetchAdd, With::Nothing),
+            SendOp::AtomicWrite { .. } => (Operation::AtomicWrite, With::Nothing),
+            SendOp::Flush { .. } => (Operation::Flush, With::Nothing),
             SendOp::LocalInv(_) | SendOp::BindMw(_) => return None,
         })
     }
@@ -211,10 +249,12 @@ impl SendWr {
                 "operation not supported on this QP type",
             ));
         }
-        let len = if self.op.is_local() {
-            0
-        } else {
-            sgl_len(&self.sgl).ok_or(VerbsError::Invalid("message longer than 2^31 bytes"))?
+        let len = match self.op {
+            // An ATOMIC WRITE carries its own 8 bytes; a FLUSH carries none.
+            SendOp::AtomicWrite { .. } => 8,
+            SendOp::Flush { .. } => 0,
+            _ if self.op.is_local() => 0,
+            _ => sgl_len(&self.sgl).ok_or(VerbsError::Invalid("message longer than 2^31 bytes"))?,
         };
         if let SendOp::CompareSwap { remote, .. } | SendOp::FetchAdd { remote, .. } = self.op
             && (len != 8 || remote.addr % 8 != 0)

@@ -832,3 +832,68 @@ fn a_new_gid_table_moves_the_source_address_of_connected_qps() {
     let (from, _) = parsed.repr.ip.addrs();
     assert_eq!(from.to_string(), "198.18.0.9");
 }
+
+#[test]
+fn an_atomic_write_lands_and_a_flush_completes_or_is_refused_by_its_access() {
+    let mut f = fixture(QpType::Rc);
+    let (dst, rkey) = f.buf(16, 0, ALL | Access::FLUSH_GLOBAL);
+    // The responder's QP grants global flushes (IBA 1.5: QP and region alike).
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        qp_access_flags: ALL | Access::FLUSH_GLOBAL | Access::FLUSH_PERSISTENT,
+        ..QpAttr::default()
+    };
+    let mask = AttrMask::STATE | AttrMask::ACCESS_FLAGS;
+    f.dev.engine().modify_qp(f.b, &rts, mask).unwrap();
+    let remote = |addr| Remote { addr, rkey };
+    let (none, fence) = (SendFlags::empty(), SendFlags::FENCE);
+    let value = *b"atomic!!";
+    f.post(
+        f.a,
+        1,
+        SendOp::AtomicWrite {
+            remote: remote(dst + 8),
+            value,
+        },
+        vec![],
+        none,
+    );
+    let flush = |placement, level| SendOp::Flush {
+        remote: remote(dst),
+        len: 16,
+        placement,
+        level,
+    };
+    f.post(f.a, 2, flush(1, 0), vec![], fence);
+    f.post(f.a, 3, flush(1, 1), vec![], none);
+    assert_eq!(
+        f.wait(3),
+        [
+            (1, WcStatus::Success, WcOpcode::AtomicWrite),
+            (2, WcStatus::Success, WcOpcode::Flush),
+            (3, WcStatus::Success, WcOpcode::Flush),
+        ]
+    );
+    assert_eq!(f.dev.read(dst, 16), b"\0\0\0\0\0\0\0\0atomic!!");
+    // The region cannot grant persistence: ordinary memory is never persistent.
+    f.post(f.a, 4, flush(2, 0), vec![], none);
+    assert_eq!(f.wait(1), [(4, WcStatus::RemAccessErr, WcOpcode::Flush)]);
+    let persistent = ALL | Access::FLUSH_PERSISTENT;
+    assert_eq!(errno(f.dev.engine().reg_mr(f.pd, dst, 16, persistent)), 22);
+}
+
+#[test]
+fn atomic_writes_and_flushes_are_rc_only() {
+    let mut f = fixture(QpType::Uc);
+    let wr = SendWr {
+        wr_id: 1,
+        op: SendOp::AtomicWrite {
+            remote: Remote { addr: 0, rkey: 0 },
+            value: [0; 8],
+        },
+        sgl: vec![],
+        flags: SendFlags::SIGNALED,
+        ud: None,
+    };
+    assert_eq!(errno(f.dev.engine().post_send(f.a, wr)), 22);
+}

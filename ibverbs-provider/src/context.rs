@@ -271,6 +271,11 @@ unsafe extern "C" fn query_device_ex(
     let mut a: ibv_device_attr_ex = std::mem::zeroed();
     a.orig_attr = device_attr(ctx);
     a.phys_port_cnt_ex = u32::from(a.orig_attr.phys_port_cnt);
+    // As the kernel reports them: every flag, the classic ones in the low 32 bits. Persistent
+    // flushes are not offered: no region here is persistent memory.
+    a.device_cap_flags_ex = u64::from(a.orig_attr.device_cap_flags)
+        | IB_UVERBS_DEVICE_FLUSH_GLOBAL
+        | IB_UVERBS_DEVICE_ATOMIC_WRITE;
     let n = size.min(size_of::<ibv_device_attr_ex>());
     ptr::copy_nonoverlapping(ptr::addr_of!(a).cast::<u8>(), attr.cast::<u8>(), n);
     0

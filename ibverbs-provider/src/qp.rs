@@ -16,6 +16,8 @@ use crate::{convert, or_null, qp_ex};
 pub struct Qp {
     /// What the program reads.
     pub ex: ibv_qp_ex,
+    /// Where programs built against rdma-core 45 or later find `ibv_qp_ex::wr_flush`.
+    wr_flush: ibv_wr_flush_fn,
     qp_type: QpType,
     sq_sig_all: bool,
     /// Work requests being built with the `ibv_wr_*` API.
@@ -62,7 +64,9 @@ const SEND_OPS_SUPPORTED: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | IBV_QP_EX_WITH_LOCAL_INV
     | IBV_QP_EX_WITH_BIND_MW
-    | IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
+    | IBV_QP_EX_WITH_SEND_WITH_INV
+    | IBV_QP_EX_WITH_FLUSH
+    | IBV_QP_EX_WITH_ATOMIC_WRITE) as u64;
 
 /// Makes a QP from extended attributes (the classic call passes the same leading fields).
 unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut Qp, c_int> {
@@ -104,6 +108,7 @@ unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Resu
     qp_ex::install(&mut ex);
     let p = Box::into_raw(Box::new(Qp {
         ex,
+        wr_flush: Some(qp_ex::wr_flush),
         qp_type,
         sq_sig_all: a.sq_sig_all != 0,
         batch: qp_ex::Batch::default(),

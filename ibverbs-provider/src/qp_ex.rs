@@ -268,6 +268,48 @@ unsafe extern "C" fn wr_set_xrc_srqn(p: *mut ibv_qp_ex, _: u32) {
     fail(p, libc::EOPNOTSUPP);
 }
 
-unsafe extern "C" fn wr_atomic_write(p: *mut ibv_qp_ex, _: u32, _: u64, _: *const c_void) {
-    fail(p, libc::EOPNOTSUPP);
+/// `ibv_wr_atomic_write`: the 8 bytes at `value` are taken now.
+unsafe extern "C" fn wr_atomic_write(
+    p: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    value: *const c_void,
+) {
+    if value.is_null() {
+        return fail(p, libc::EINVAL);
+    }
+    let value = value.cast::<[u8; 8]>().read_unaligned();
+    op(
+        p,
+        SendOp::AtomicWrite {
+            remote: Remote { addr, rkey },
+            value,
+        },
+    );
+}
+
+/// `ibv_wr_flush` (rdma-core 45): EINVAL for a length beyond 2^31 (IBA's message limit), or
+/// for an unknown placement type or level.
+pub unsafe extern "C" fn wr_flush(
+    p: *mut ibv_qp_ex,
+    rkey: u32,
+    addr: u64,
+    len: usize,
+    placement: u8,
+    level: u8,
+) {
+    let known = placement & !(IBV_FLUSH_GLOBAL | IBV_FLUSH_PERSISTENT) == 0
+        && (level == IBV_FLUSH_RANGE || level == IBV_FLUSH_MR);
+    match u32::try_from(len) {
+        Ok(len) if known && len <= 1 << 31 => op(
+            p,
+            SendOp::Flush {
+                remote: Remote { addr, rkey },
+                len,
+                placement,
+                level,
+            },
+        ),
+        _ => fail(p, libc::EINVAL),
+    }
 }

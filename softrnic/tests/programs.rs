@@ -272,10 +272,10 @@ fn rdma_cores_own_test_suite_passes_where_it_runs() {
     assert_eq!(failed, 0, "{log}");
     assert!(out.status.success(), "{log}");
     // What runs on softrnic (everything but hardware features and what docs/compatibility.md
-    // lists) keeps running: 100 since the device on lo, its sysfs view (the RDMA CM tests find
-    // its interface there) and ibv_rereg_mr.
+    // lists) keeps running: 101 since the device on lo, its sysfs view (the RDMA CM tests find
+    // its interface there), ibv_rereg_mr and ATOMIC WRITE.
     assert!(
-        ran - skipped >= 100,
+        ran - skipped >= 101,
         "only {} passed:\n{log}",
         ran - skipped
     );
@@ -739,6 +739,20 @@ print(open('/sys/class/infiniband/srnic0/ports/1/gid_attrs/ndevs/1').read(), end
     let second: Vec<String> = devices[1].gids.iter().map(|g| g.to_string()).collect();
     assert_eq!(second, ["fe80::53:52ff:fe4e:1", "::ffff:198.19.255.2"]);
     assert_eq!(devices[1].netdev, None);
+}
+
+/// ATOMIC WRITE and FLUSH (IBA 1.5) through `ibv_wr_atomic_write` and rdma-core 45's
+/// `ibv_wr_flush`: the device reports both, the 8 bytes land, range and region flushes
+/// complete, and a persistent flush, a persistent-flush region and a misaligned ATOMIC WRITE
+/// fail as IBA and rxe say.
+#[test]
+fn atomic_writes_and_flushes_run_through_the_extended_send_api() {
+    let _serial = serial();
+    let exe = c_program("atomic_write_flush", &["-libverbs"]);
+    let host = Host::start("awflush", None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "atomic_write_flush: ok\n");
 }
 
 /// Regions registered with an IOVA other than their address (`ibv_reg_mr_iova`): a WRITE and a

@@ -93,7 +93,9 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
     bth.ack_req = rng.flip();
     bth.fecn = rng.flip();
     bth.becn = rng.flip();
-    r.udp.src_port = rng.next_u64() as u16;
+    // From the range RoCEv2 senders draw from (rxe: 0xC000 plus a 14-bit hash); a well-known
+    // source port would make a decoder (scapy) take the frame for another protocol.
+    r.udp.src_port = 0xc000 | rng.below(0x4000) as u16;
     if rng.below(4) == 0 {
         r.eth.vlan = Some(VlanTag {
             pcp: rng.below(8) as u8,

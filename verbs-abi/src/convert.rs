@@ -15,6 +15,8 @@ const KNOWN_ACCESS: u32 = IBV_ACCESS_LOCAL_WRITE
     | IBV_ACCESS_REMOTE_ATOMIC
     | IBV_ACCESS_MW_BIND
     | IBV_ACCESS_ZERO_BASED
+    | IBV_ACCESS_FLUSH_GLOBAL
+    | IBV_ACCESS_FLUSH_PERSISTENT
     | IBV_ACCESS_RELAXED_ORDERING;
 
 /// Access flags, or EINVAL for one softrnic does not know. Relaxed ordering is a hint.

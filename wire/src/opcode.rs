@@ -6,33 +6,36 @@
 use crate::{Error, Result};
 
 bitflags::bitflags! {
-    /// A set of extension headers, in wire order: DETH, RETH, AtomicETH, AETH, AtomicAckETH,
-    /// ImmDt, IETH, and the CNP's 16 reserved bytes.
+    /// A set of extension headers, in wire order: DETH, FETH, RETH, AtomicETH, AETH,
+    /// AtomicAckETH, ImmDt, IETH, and the CNP's 16 reserved bytes.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-    pub struct Headers: u8 {
+    pub struct Headers: u16 {
         /// Datagram Extended Transport Header (UD), 8 bytes.
         const DETH = 1 << 0;
+        /// FLUSH Extended Transport Header, 4 bytes (before the FLUSH's RETH).
+        const FETH = 1 << 1;
         /// RDMA Extended Transport Header, 16 bytes.
-        const RETH = 1 << 1;
+        const RETH = 1 << 2;
         /// Atomic Extended Transport Header, 28 bytes.
-        const ATOMIC_ETH = 1 << 2;
+        const ATOMIC_ETH = 1 << 3;
         /// ACK Extended Transport Header, 4 bytes.
-        const AETH = 1 << 3;
+        const AETH = 1 << 4;
         /// Atomic ACK Extended Transport Header, 8 bytes.
-        const ATOMIC_ACK_ETH = 1 << 4;
+        const ATOMIC_ACK_ETH = 1 << 5;
         /// Immediate data, 4 bytes.
-        const IMMDT = 1 << 5;
+        const IMMDT = 1 << 6;
         /// Invalidate Extended Transport Header, 4 bytes.
-        const IETH = 1 << 6;
+        const IETH = 1 << 7;
         /// The 16 reserved bytes after a CNP's BTH.
-        const CNP_RESERVED = 1 << 7;
+        const CNP_RESERVED = 1 << 8;
     }
 }
 
 impl Headers {
     /// Each header with its length, in the order they appear on the wire.
-    pub const WIRE_ORDER: [(Headers, usize); 8] = [
+    pub const WIRE_ORDER: [(Headers, usize); 9] = [
         (Headers::DETH, 8),
+        (Headers::FETH, 4),
         (Headers::RETH, 16),
         (Headers::ATOMIC_ETH, 28),
         (Headers::AETH, 4),
@@ -60,12 +63,15 @@ impl Headers {
     }
 }
 
+/// Sets of headers: every combination of the [`Headers::WIRE_ORDER`] bits.
+const SETS: usize = 1 << Headers::WIRE_ORDER.len();
+
 /// The length of every set of headers, indexed by its bits, so that lengths and offsets are
 /// table lookups on the receive path.
-static LEN_OF: [u8; 256] = {
-    let mut table = [0u8; 256];
+static LEN_OF: [u8; SETS] = {
+    let mut table = [0u8; SETS];
     let mut set = 0;
-    while set < 256 {
+    while set < SETS {
         let mut i = 0;
         while i < Headers::WIRE_ORDER.len() {
             let (h, len) = Headers::WIRE_ORDER[i];
@@ -160,6 +166,10 @@ pub enum Operation {
     FetchAdd,
     /// Congestion notification (DCQCN).
     Cnp,
+    /// FLUSH: make earlier writes to a range or region visible or persistent (IBA 1.5).
+    Flush,
+    /// ATOMIC WRITE: an 8-byte payload stored at once, after earlier requests (IBA 1.5).
+    AtomicWrite,
 }
 
 impl Operation {
@@ -167,7 +177,10 @@ impl Operation {
     pub const fn allows_payload(self) -> bool {
         matches!(
             self,
-            Operation::Send | Operation::RdmaWrite | Operation::RdmaReadResponse
+            Operation::Send
+                | Operation::RdmaWrite
+                | Operation::RdmaReadResponse
+                | Operation::AtomicWrite
         )
     }
 
@@ -253,6 +266,8 @@ opcodes! {
     RcFetchAdd = 0x14, "RC_FETCH_ADD", Rc, FetchAdd, Only, [ATOMIC_ETH];
     RcSendLastInv = 0x16, "RC_SEND_LAST_WITH_INVALIDATE", Rc, Send, Last, [IETH];
     RcSendOnlyInv = 0x17, "RC_SEND_ONLY_WITH_INVALIDATE", Rc, Send, Only, [IETH];
+    RcFlush = 0x1c, "RC_FLUSH", Rc, Flush, Only, [FETH, RETH];
+    RcAtomicWrite = 0x1d, "RC_ATOMIC_WRITE", Rc, AtomicWrite, Only, [RETH];
     UcSendFirst = 0x20, "UC_SEND_FIRST", Uc, Send, First, [];
     UcSendMiddle = 0x21, "UC_SEND_MIDDLE", Uc, Send, Middle, [];
     UcSendLast = 0x22, "UC_SEND_LAST", Uc, Send, Last, [];
@@ -281,15 +296,18 @@ static INDEX: [u8; 256] = {
     index
 };
 
+/// How many operations there are (the last one's index plus one).
+const OPERATIONS: usize = Operation::AtomicWrite as usize + 1;
+
 /// The slot of (transport, operation, position, with) in [`BUILD`].
 const fn build_slot(t: Transport, o: Operation, p: Position, w: With) -> usize {
-    ((t as usize * 9 + o as usize) * 4 + p as usize) * 3 + w as usize
+    ((t as usize * OPERATIONS + o as usize) * 4 + p as usize) * 3 + w as usize
 }
 
 /// For each (transport, operation, position, with), its row in [`TABLE`] plus one, or 0 if no
 /// opcode is that: the table read the other way, for building packets.
-static BUILD: [u8; 4 * 9 * 4 * 3] = {
-    let mut build = [0u8; 4 * 9 * 4 * 3];
+static BUILD: [u8; 4 * OPERATIONS * 4 * 3] = {
+    let mut build = [0u8; 4 * OPERATIONS * 4 * 3];
     let mut i = 0;
     while i < TABLE.len() {
         let r = &TABLE[i];
@@ -324,7 +342,7 @@ impl Opcode {
     }
 
     /// The opcode for a byte, or [`Error::UnknownOpcode`] for reserved and unsupported ones
-    /// (RD, XRC, FLUSH, ATOMIC_WRITE and vendor opcodes).
+    /// (RD, XRC and vendor opcodes).
     #[inline]
     pub fn from_u8(value: u8) -> Result<Opcode> {
         match INDEX[value as usize] {
@@ -360,17 +378,15 @@ mod tests {
         let known: Vec<u8> = (0..=255u8)
             .filter(|&b| Opcode::from_u8(b).is_ok())
             .collect();
-        assert_eq!(known.len(), 38);
+        assert_eq!(known.len(), 40);
         for b in 0..=255u8 {
             match Opcode::from_u8(b) {
                 Ok(op) => assert_eq!(op as u8, b),
                 Err(e) => assert_eq!(e, Error::UnknownOpcode(b)),
             }
         }
-        // Reserved RC 0x15, RD, XRC, FLUSH (0x1c), ATOMIC_WRITE (0x1d), vendor range.
-        for b in [
-            0x15, 0x18, 0x1c, 0x1d, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xa0, 0xff,
-        ] {
+        // Reserved RC 0x15 and 0x18, RD, XRC, vendor range.
+        for b in [0x15, 0x18, 0x1e, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xa0, 0xff] {
             assert_eq!(Opcode::from_u8(b), Err(Error::UnknownOpcode(b)));
         }
     }
@@ -414,6 +430,9 @@ mod tests {
             (RcSendOnlyInv, Headers::IETH, 4),
             (UdSendOnlyImm, Headers::DETH.union(Headers::IMMDT), 12),
             (Cnp, Headers::CNP_RESERVED, 16),
+            // IBA 1.5 9.3.8: the FETH comes before the FLUSH's RETH.
+            (RcFlush, Headers::FETH.union(Headers::RETH), 20),
+            (RcAtomicWrite, Headers::RETH, 16),
         ];
         for &(op, headers, len) in cases {
             assert_eq!(op.info().headers, headers, "{op}");
@@ -424,9 +443,12 @@ mod tests {
         assert_eq!(h.offset_of(Headers::IMMDT), Some(16));
         assert_eq!(h.offset_of(Headers::AETH), None);
         assert_eq!(h.offset_of(h), None, "not a single header");
+        let flush = Opcode::RcFlush.info().headers;
+        assert_eq!(flush.offset_of(Headers::FETH), Some(0));
+        assert_eq!(flush.offset_of(Headers::RETH), Some(4));
         let all = Headers::all();
-        assert_eq!(all.len(), 8 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
-        assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(72));
+        assert_eq!(all.len(), 8 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
+        assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(76));
         let h = Headers::DETH.union(Headers::IMMDT);
         assert_eq!(h.offset_of(Headers::IMMDT), Some(8));
     }
@@ -488,6 +510,7 @@ mod tests {
                     | Operation::CompareSwap
                     | Operation::FetchAdd
                     | Operation::Cnp
+                    | Operation::Flush
             );
             assert_eq!(info.allows_payload(), expect, "{}", info.name);
         }

@@ -5,6 +5,7 @@
 use crate::aeth::{AethRepr, CreditCount, NakCode, RnrTimer, Syndrome};
 use crate::atomic::{AtomicAckEthRepr, AtomicEthRepr};
 use crate::deth::DethRepr;
+use crate::feth::{FethRepr, FlushLevel, FlushPlacement};
 use crate::frame::{EthRepr, ExtRepr, FrameRepr, IpRepr, UdpChecksum, UdpRepr};
 use crate::opcode::{Headers, Operation, TABLE};
 use crate::reth::RethRepr;
@@ -87,9 +88,14 @@ fn ip(version: Ip, from_a: bool) -> IpRepr {
 }
 
 /// A frame of `opcode` with plausible fields: the given PSN, and a payload of `payload_len`
-/// bytes if the opcode allows one.
+/// bytes if the opcode allows one (an ATOMIC WRITE's is always 8).
 pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sample {
     let info = opcode.info();
+    let payload_len = if info.operation == Operation::AtomicWrite {
+        8
+    } else {
+        payload_len
+    };
     let from_a = !info.operation.is_response();
     let (src_mac, dst_mac, dest_qp) = if from_a {
         (MAC_A, MAC_B, QP_B)
@@ -103,10 +109,17 @@ pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sam
             qkey: 0x1111_1111,
             src_qp: QP_A,
         }),
+        feth: has(Headers::FETH).then_some(FethRepr {
+            placement: FlushPlacement::GLOBAL,
+            level: FlushLevel::Range,
+        }),
         reth: has(Headers::RETH).then_some(RethRepr {
             va: VA,
             rkey: RKEY,
-            dma_len: if info.operation == Operation::RdmaReadRequest {
+            dma_len: if matches!(
+                info.operation,
+                Operation::RdmaReadRequest | Operation::Flush
+            ) {
                 4096
             } else {
                 payload_len as u32

@@ -159,17 +159,20 @@ impl SendWqe {
             SendOp::Read(_) => WcOpcode::RdmaRead,
             SendOp::CompareSwap { .. } => WcOpcode::CompSwap,
             SendOp::FetchAdd { .. } => WcOpcode::FetchAdd,
+            SendOp::AtomicWrite { .. } => WcOpcode::AtomicWrite,
+            SendOp::Flush { .. } => WcOpcode::Flush,
             SendOp::LocalInv(_) => WcOpcode::LocalInv,
             SendOp::BindMw(_) => WcOpcode::BindMw,
         }
     }
 
-    /// The number of PSNs the message takes at `mtu`.
+    /// The number of PSNs the message takes at `mtu`: one packet each way, except for data
+    /// sent or read.
     pub fn npkts(&self, mtu: u32) -> u32 {
-        if self.wr.op.is_atomic() {
-            1
-        } else {
+        if self.wr.op.sends_data() || matches!(self.wr.op, SendOp::Read(_)) {
             psn::npkts(self.len, mtu)
+        } else {
+            1
         }
     }
 }
@@ -257,7 +260,9 @@ impl Qp {
                 let mut wc = Wc::new(w.wr.wr_id, status, w.wc_opcode(), self.qpn);
                 wc.byte_len = match w.wr.op {
                     SendOp::Read(_) => w.len,
-                    SendOp::CompareSwap { .. } | SendOp::FetchAdd { .. } => 8,
+                    SendOp::CompareSwap { .. }
+                    | SendOp::FetchAdd { .. }
+                    | SendOp::AtomicWrite { .. } => 8,
                     _ => 0,
                 };
                 sh.complete(self.init.send_cq, wc);

@@ -31,8 +31,16 @@ pub(crate) struct Resource {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ResourceKind {
-    Read { rkey: u32, va: u64, len: u32 },
-    Atomic { orig: u64 },
+    Read {
+        rkey: u32,
+        va: u64,
+        len: u32,
+    },
+    Atomic {
+        orig: u64,
+    },
+    /// An ATOMIC WRITE or FLUSH, done: a duplicate gets the empty READ response again.
+    Done,
 }
 
 /// A response waiting to be sent, in PSN order.
@@ -45,7 +53,8 @@ pub(crate) enum Response {
         msn: u32,
     },
     /// READ response packets still to send: the key is checked again for each packet, so a
-    /// region deregistered meanwhile is never read.
+    /// region deregistered meanwhile is never read. Empty (`left` 0) for an ATOMIC WRITE or
+    /// FLUSH (IBA 1.5: a READ RESPONSE ONLY without data).
     Read {
         psn: u32,
         rkey: u32,
@@ -63,6 +72,21 @@ pub(crate) enum Response {
         msn: u32,
         replay: bool,
     },
+}
+
+impl Response {
+    /// The empty READ RESPONSE ONLY that answers an ATOMIC WRITE or FLUSH (IBA 1.5).
+    pub fn empty_read(psn: u32, msn: u32, replay: bool) -> Response {
+        Response::Read {
+            psn,
+            rkey: 0,
+            va: 0,
+            left: 0,
+            first: true,
+            msn,
+            replay,
+        }
+    }
 }
 
 /// The responder's state.

@@ -2,7 +2,9 @@
 //! the order of IBA 9.7.5.2 (and rxe's responder): opcode sequence, operation allowed,
 //! resources, length, key. Each returns the refusal its failure maps to.
 
-use softrnic_wire::{ExtRepr, Operation, ParsedFrame, Position};
+use softrnic_wire::{
+    ExtRepr, FethRepr, FlushLevel, FlushPlacement, Operation, ParsedFrame, Position,
+};
 
 use super::{ACCESS, INVALID, Refuse};
 use crate::keys::{Access, Target};
@@ -80,9 +82,10 @@ pub(super) fn allowed(qp: &Qp, r: &Request) -> Result<(), Refuse> {
     let needs = match r.op {
         Operation::Send => return Ok(()),
         Operation::RdmaWrite if r.ext.reth.is_none() => return Ok(()),
-        Operation::RdmaWrite => Access::REMOTE_WRITE,
+        Operation::RdmaWrite | Operation::AtomicWrite => Access::REMOTE_WRITE,
         Operation::RdmaReadRequest => Access::REMOTE_READ,
         Operation::CompareSwap | Operation::FetchAdd => Access::REMOTE_ATOMIC,
+        Operation::Flush => flush_access(r.ext.feth.ok_or(INVALID)?)?,
         _ => return Err(INVALID),
     };
     if qp.attr.qp_access_flags.contains(needs) {
@@ -90,6 +93,24 @@ pub(super) fn allowed(qp: &Qp, r: &Request) -> Result<(), Refuse> {
     } else {
         Err(ACCESS)
     }
+}
+
+/// The access a FLUSH needs, QP and region alike: one flag per placement it asks for (IBA
+/// 1.5, as rxe checks it). Reserved placement bits or level are an invalid request.
+fn flush_access(feth: FethRepr) -> Result<Access, Refuse> {
+    if !FlushPlacement::all().contains(feth.placement)
+        || matches!(feth.level, FlushLevel::Reserved(_))
+    {
+        return Err(INVALID);
+    }
+    let mut access = Access::empty();
+    if feth.placement.contains(FlushPlacement::GLOBAL) {
+        access |= Access::FLUSH_GLOBAL;
+    }
+    if feth.placement.contains(FlushPlacement::PERSISTENT) {
+        access |= Access::FLUSH_PERSISTENT;
+    }
+    Ok(access)
 }
 
 /// Step 3: resources. A receive WQE where one is needed, else an RNR NAK (IBA 9.7.5.2.8); a
@@ -101,7 +122,11 @@ pub(super) fn resources<M>(qp: &Qp, sh: &Shared<M>, r: &Request) -> Result<(), R
     let max = qp.attr.max_dest_rd_atomic as usize;
     let rd_atomic = matches!(
         r.op,
-        Operation::RdmaReadRequest | Operation::CompareSwap | Operation::FetchAdd
+        Operation::RdmaReadRequest
+            | Operation::CompareSwap
+            | Operation::FetchAdd
+            | Operation::AtomicWrite
+            | Operation::Flush
     );
     if rd_atomic && (max == 0 || qp.resp.pending_rd_atomic() >= max) {
         return Err(INVALID);
@@ -111,7 +136,8 @@ pub(super) fn resources<M>(qp: &Qp, sh: &Shared<M>, r: &Request) -> Result<(), R
 
 /// Step 4: lengths (IBA 9.7.5.2.3). A packet's payload fits its position; a DMA length is at
 /// most 2^31; a WRITE's payloads add up to the length its RETH announced; an atomic's address
-/// is 8-byte aligned (IBA 9.4.5).
+/// is 8-byte aligned (IBA 9.4.5), and an ATOMIC WRITE's too, with 8 bytes announced and
+/// carried (IBA 1.5).
 pub(super) fn length(qp: &Qp, r: &Request) -> Result<(), Refuse> {
     let n = r.len();
     let ok = match r.op {
@@ -126,7 +152,13 @@ pub(super) fn length(qp: &Qp, r: &Request) -> Result<(), Refuse> {
             let fits = if r.ends() { n == left } else { n < left };
             position_allows(r.pos, n, r.mtu) && fits
         }
-        Operation::RdmaReadRequest => r.ext.reth.is_some_and(|reth| reth.dma_len <= 1 << 31),
+        Operation::RdmaReadRequest | Operation::Flush => {
+            r.ext.reth.is_some_and(|reth| reth.dma_len <= 1 << 31)
+        }
+        Operation::AtomicWrite => r
+            .ext
+            .reth
+            .is_some_and(|reth| reth.dma_len == 8 && reth.va % 8 == 0 && n == 8),
         _ => r.ext.atomic_eth.is_some_and(|a| a.va % 8 == 0),
     };
     ok.then_some(()).ok_or(INVALID)
@@ -143,7 +175,7 @@ fn position_allows(pos: Position, len: u32, mtu: u32) -> bool {
 }
 
 /// Step 5: the R_Key grants the access over the range (IBA 10.6.3). Returns where a WRITE's
-/// first packet or an atomic lands. A zero-length WRITE or READ checks no key (IBA 9.7.5.2.3).
+/// first packet, an atomic or an ATOMIC WRITE lands. A zero-length WRITE or READ checks no key (IBA 9.7.5.2.3).
 pub(super) fn key<M>(qp: &Qp, sh: &Shared<M>, r: &Request) -> Result<Option<Target>, Refuse> {
     let (rkey, access, va, len) = match (r.op, r.ext.reth, r.ext.atomic_eth) {
         (Operation::RdmaWrite, Some(reth), _) if reth.dma_len == 0 => {
@@ -163,6 +195,17 @@ pub(super) fn key<M>(qp: &Qp, sh: &Shared<M>, r: &Request) -> Result<Option<Targ
         ),
         (Operation::CompareSwap | Operation::FetchAdd, _, Some(a)) => {
             (a.rkey, Access::REMOTE_ATOMIC, a.va, 8)
+        }
+        (Operation::AtomicWrite, Some(reth), _) => (reth.rkey, Access::REMOTE_WRITE, reth.va, 8),
+        (Operation::Flush, Some(reth), _) => {
+            let feth = r.ext.feth.ok_or(INVALID)?;
+            let access = flush_access(feth)?;
+            // A whole-region flush ignores the RETH's range (IBA 1.5).
+            let (va, len) = match feth.level {
+                FlushLevel::Region => sh.keys.extent(reth.rkey).ok_or(ACCESS)?,
+                _ => (reth.va, reth.dma_len.into()),
+            };
+            (reth.rkey, access, va, len)
         }
         _ => return Ok(None),
     };

@@ -36,6 +36,22 @@ pub(super) fn execute<M: Memory>(
         Operation::CompareSwap | Operation::FetchAdd => {
             return atomic(qp, sh, &r, target.ok_or(INVALID)?);
         }
+        Operation::AtomicWrite => {
+            let t = target.ok_or(INVALID)?;
+            let value = u64::from_ne_bytes(r.payload.try_into().map_err(|_| INVALID)?);
+            // One 8-byte store, never torn; every earlier request has executed already.
+            sh.mem
+                .atomic(t.space, t.addr, &|_| value)
+                .map_err(|_| OPERATIONAL)?;
+            done(qp, &r);
+            return Ok(());
+        }
+        // Requests execute in order as they arrive, each store complete when it returns: the
+        // bytes a FLUSH covers are visible to every later access already.
+        Operation::Flush => {
+            done(qp, &r);
+            return Ok(());
+        }
         _ => return Err(INVALID),
     }
     acknowledge(qp, &r);
@@ -197,6 +213,21 @@ fn atomic<M: Memory>(
             replay: false,
         });
     Ok(())
+}
+
+/// An ATOMIC WRITE or FLUSH executed: answered by an empty READ RESPONSE ONLY, and kept to
+/// answer a duplicate without executing it again (IBA 1.5, as 9.7.5.2.5 for atomics).
+fn done(qp: &mut Qp, r: &Request) {
+    let p = r.psn;
+    let res = Resource {
+        first_psn: p,
+        last_psn: p,
+        kind: ResourceKind::Done,
+    };
+    qp.resp
+        .start_rd_atomic(qp.attr.max_dest_rd_atomic, res, |msn| {
+            Response::empty_read(p, msn, false)
+        });
 }
 
 /// The next PSN is expected, a finished message counts in the MSN, and an RC request that

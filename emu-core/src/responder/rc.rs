@@ -53,7 +53,8 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
 
 /// A request the responder has seen before (IBA 9.7.5.2.5): SEND and WRITE are acknowledged
 /// again without executing; a READ is answered again from the requested PSN; an atomic gets
-/// its saved result, never a second execution.
+/// its saved result, and an ATOMIC WRITE or FLUSH its empty response, never a second
+/// execution.
 fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
     let bth = &pkt.repr.bth;
     let p = bth.psn;
@@ -116,6 +117,17 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
                     msn,
                     replay: true,
                 });
+            }
+        }
+        Operation::AtomicWrite | Operation::Flush => {
+            if let Some(&Resource {
+                kind: ResourceKind::Done,
+                first_psn,
+                ..
+            }) = qp.resp.resources.iter().rev().find(found)
+                && first_psn == p
+            {
+                qp.resp.out.push_back(Response::empty_read(p, msn, true));
             }
         }
         _ => {}

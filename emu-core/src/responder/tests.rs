@@ -1,7 +1,10 @@
 //! The responder against hand-made request frames: what it answers, what it executes, and
 //! what it refuses (IBA 9.7.5.2).
 
-use softrnic_wire::{AtomicEthRepr, ExtRepr, NakCode, Opcode as O, RnrTimer, Syndrome};
+use softrnic_wire::{
+    AtomicEthRepr, ExtRepr, FethRepr, FlushLevel, FlushPlacement, NakCode, Opcode as O, RnrTimer,
+    Syndrome,
+};
 
 use crate::cq::{WcOpcode, WcStatus};
 use crate::qp_attr::QpState;
@@ -170,6 +173,110 @@ fn an_atomic_runs_once_and_its_duplicate_gets_the_saved_original() {
         );
         assert_eq!(sent[0].ext.atomic_ack_eth.map(|a| a.orig), Some(10));
         assert_eq!(b.read(0, 8), 15u64.to_ne_bytes());
+    }
+}
+
+#[test]
+fn an_atomic_write_stores_its_eight_bytes_once_and_answers_with_an_empty_read_response() {
+    let mut b = Bench::rc();
+    let ext = with_reth(&b, 16, 8);
+    b.receive(O::RcAtomicWrite, RQ_PSN, ext, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    let empty = (O::RcReadResponseOnly, RQ_PSN, Some(ACK), 0);
+    assert_eq!(answers(&mut b), [empty]);
+    assert_eq!(b.read(16, 8), [1, 2, 3, 4, 5, 6, 7, 8]);
+    // The duplicate (its response was lost) is answered again, not executed again.
+    b.engine
+        .memory_mut()
+        .slice_mut(b.buf + 16, 8)
+        .unwrap()
+        .fill(0xee);
+    b.receive(O::RcAtomicWrite, RQ_PSN, ext, &[9; 8]);
+    assert_eq!(answers(&mut b), [empty]);
+    assert_eq!(b.read(16, 8), [0xee; 8]);
+    assert_eq!(b.engine.counters().duplicate_request, 1);
+}
+
+#[test]
+fn an_atomic_write_must_be_eight_aligned_bytes() {
+    let invalid = Syndrome::Nak(NakCode::InvalidRequest);
+    for (offset, len, payload) in [(4u64, 8u32, 8usize), (0, 4, 4), (0, 8, 4), (0, 16, 8)] {
+        let mut b = Bench::rc();
+        let ext = with_reth(&b, offset, len);
+        b.receive(O::RcAtomicWrite, RQ_PSN, ext, &vec![7; payload]);
+        assert_eq!(
+            answers(&mut b),
+            [(O::RcAcknowledge, RQ_PSN, Some(invalid), 0)],
+            "offset {offset} len {len} payload {payload}"
+        );
+        assert_eq!(b.read(0, 24), [0; 24]);
+    }
+}
+
+fn flush(
+    b: &Bench,
+    placement: FlushPlacement,
+    level: FlushLevel,
+    offset: u64,
+    len: u32,
+) -> ExtRepr {
+    ExtRepr {
+        feth: Some(FethRepr { placement, level }),
+        ..with_reth(b, offset, len)
+    }
+}
+
+#[test]
+fn a_flush_checks_its_range_or_region_and_answers_with_an_empty_read_response() {
+    let mut b = Bench::rc();
+    let global = FlushPlacement::GLOBAL;
+    b.receive(
+        O::RcFlush,
+        RQ_PSN,
+        flush(&b, global, FlushLevel::Range, 0, 4096),
+        &[],
+    );
+    // A whole-region flush ignores the RETH's range, even one beyond the region.
+    let ext = flush(&b, global, FlushLevel::Region, BUF_LEN as u64, 1 << 30);
+    b.receive(O::RcFlush, RQ_PSN + 1, ext, &[]);
+    let empty = |psn| (O::RcReadResponseOnly, psn, Some(ACK), 0);
+    assert_eq!(answers(&mut b), [empty(RQ_PSN), empty(RQ_PSN + 1)]);
+    // A range beyond the region is a remote access error.
+    let ext = flush(&b, global, FlushLevel::Range, BUF_LEN as u64 - 8, 16);
+    b.receive(O::RcFlush, RQ_PSN + 2, ext, &[]);
+    let nak = Syndrome::Nak(NakCode::RemoteAccessError);
+    assert_eq!(
+        answers(&mut b),
+        [(O::RcAcknowledge, RQ_PSN + 2, Some(nak), 0)]
+    );
+}
+
+#[test]
+fn a_flush_needs_the_access_of_every_placement_it_asks_for() {
+    // The region has FLUSH_GLOBAL only (ordinary memory is never persistent): a persistent
+    // flush is a remote access error, as rdma-core's test_qp_ex_rc_flush_type_violate expects.
+    let access = Syndrome::Nak(NakCode::RemoteAccessError);
+    let invalid = Syndrome::Nak(NakCode::InvalidRequest);
+    for (placement, level, nak) in [
+        (FlushPlacement::PERSISTENT, FlushLevel::Range, access),
+        (
+            FlushPlacement::GLOBAL | FlushPlacement::PERSISTENT,
+            FlushLevel::Region,
+            access,
+        ),
+        (
+            FlushPlacement::from_bits_retain(4),
+            FlushLevel::Range,
+            invalid,
+        ),
+        (FlushPlacement::GLOBAL, FlushLevel::Reserved(2), invalid),
+    ] {
+        let mut b = Bench::rc();
+        b.receive(O::RcFlush, RQ_PSN, flush(&b, placement, level, 0, 64), &[]);
+        assert_eq!(
+            answers(&mut b),
+            [(O::RcAcknowledge, RQ_PSN, Some(nak), 0)],
+            "{placement:?} {level:?}"
+        );
     }
 }
 

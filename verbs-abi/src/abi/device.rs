@@ -50,6 +50,12 @@ pub const IBV_DEVICE_MANAGED_FLOW_STEERING: ibv_device_cap_flags = 1 << 29;
 pub const IBV_DEVICE_RAW_SCATTER_FCS: u64 = 1 << 34;
 /// `#define`d, for `ibv_device_attr_ex::device_cap_flags_ex`.
 pub const IBV_DEVICE_PCI_WRITE_END_PADDING: u64 = 1 << 36;
+/// The kernel's `IB_UVERBS_DEVICE_FLUSH_GLOBAL` (Linux 6.2), in `device_cap_flags_ex`.
+pub const IB_UVERBS_DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+/// The kernel's `IB_UVERBS_DEVICE_FLUSH_PERSISTENT` (Linux 6.2), in `device_cap_flags_ex`.
+pub const IB_UVERBS_DEVICE_FLUSH_PERSISTENT: u64 = 1 << 39;
+/// The kernel's `IB_UVERBS_DEVICE_ATOMIC_WRITE` (Linux 6.2), in `device_cap_flags_ex`.
+pub const IB_UVERBS_DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
 
 pub type ibv_fork_status = u32;
 pub const IBV_FORK_DISABLED: ibv_fork_status = 0;

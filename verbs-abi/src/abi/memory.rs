@@ -17,6 +17,10 @@ pub const IBV_ACCESS_MW_BIND: ibv_access_flags = 1 << 4;
 pub const IBV_ACCESS_ZERO_BASED: ibv_access_flags = 1 << 5;
 pub const IBV_ACCESS_ON_DEMAND: ibv_access_flags = 1 << 6;
 pub const IBV_ACCESS_HUGETLB: ibv_access_flags = 1 << 7;
+/// rdma-core 45 and later (IBA 1.5 FLUSH).
+pub const IBV_ACCESS_FLUSH_GLOBAL: ibv_access_flags = 1 << 8;
+/// rdma-core 45 and later (IBA 1.5 FLUSH).
+pub const IBV_ACCESS_FLUSH_PERSISTENT: ibv_access_flags = 1 << 9;
 pub const IBV_ACCESS_RELAXED_ORDERING: ibv_access_flags = IBV_ACCESS_OPTIONAL_FIRST;
 
 #[repr(C)]

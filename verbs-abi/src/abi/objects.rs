@@ -126,6 +126,19 @@ pub struct ibv_qp_ex {
     >,
 }
 
+/// `ibv_qp_ex::wr_flush`, the member rdma-core 45 added after `wr_atomic_write`: a provider
+/// places it right after the rdma-core 44 structure, where newer programs look for it.
+pub type ibv_wr_flush_fn = Option<
+    unsafe extern "C" fn(
+        qp: *mut ibv_qp_ex,
+        rkey: u32,
+        remote_addr: u64,
+        len: usize,
+        placement_type: u8,
+        level: u8,
+    ),
+>;
+
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ibv_ece {

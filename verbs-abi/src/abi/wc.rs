@@ -37,6 +37,8 @@ pub const IBV_WC_FETCH_ADD: ibv_wc_opcode = 4;
 pub const IBV_WC_BIND_MW: ibv_wc_opcode = 5;
 pub const IBV_WC_LOCAL_INV: ibv_wc_opcode = 6;
 pub const IBV_WC_TSO: ibv_wc_opcode = 7;
+/// rdma-core 45 and later.
+pub const IBV_WC_FLUSH: ibv_wc_opcode = 8;
 pub const IBV_WC_ATOMIC_WRITE: ibv_wc_opcode = 9;
 /// Receive completions are `opcode & IBV_WC_RECV != 0`.
 pub const IBV_WC_RECV: ibv_wc_opcode = 1 << 7;

@@ -15,7 +15,16 @@ pub const IBV_WR_BIND_MW: ibv_wr_opcode = 8;
 pub const IBV_WR_SEND_WITH_INV: ibv_wr_opcode = 9;
 pub const IBV_WR_TSO: ibv_wr_opcode = 10;
 pub const IBV_WR_DRIVER1: ibv_wr_opcode = 11;
+/// rdma-core 45 and later.
+pub const IBV_WR_FLUSH: ibv_wr_opcode = 14;
 pub const IBV_WR_ATOMIC_WRITE: ibv_wr_opcode = 15;
+
+/// `enum ibv_placement_type` (rdma-core 45 and later), as `ibv_wr_flush` takes it.
+pub const IBV_FLUSH_GLOBAL: u8 = 1 << 0;
+pub const IBV_FLUSH_PERSISTENT: u8 = 1 << 1;
+/// `enum ibv_selectivity_level` (rdma-core 45 and later), as `ibv_wr_flush` takes it.
+pub const IBV_FLUSH_RANGE: u8 = 0;
+pub const IBV_FLUSH_MR: u8 = 1;
 
 pub type ibv_send_flags = u32;
 pub const IBV_SEND_FENCE: ibv_send_flags = 1 << 0;

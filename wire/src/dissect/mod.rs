@@ -471,6 +471,30 @@ fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -
                 &format!("{:#08x}", d.src_qp()),
                 "sender's QP, for the reply",
             )?;
+        } else if h == Headers::FETH {
+            let x = crate::Feth::new_unchecked(bytes);
+            rows.layer("FETH: FLUSH Extended Transport Header", at, len)?;
+            rows.field(
+                at,
+                3,
+                "Reserved",
+                &(x.reserved() >> 8).to_string(),
+                "with bits 7-6 of the next byte",
+            )?;
+            rows.bits(
+                at + 3,
+                0x30,
+                "Selectivity",
+                &flush_level(x.level()),
+                "the RETH's range, or the region",
+            )?;
+            rows.bits(
+                at + 3,
+                0x0f,
+                "Placement Type",
+                &flush_placement(x.placement()),
+                "bit 0 visible, bit 1 persistent",
+            )?;
         } else if h == Headers::RETH {
             let x = Reth::new_unchecked(bytes);
             rows.layer("RETH: RDMA Extended Transport Header", at, len)?;
@@ -586,6 +610,31 @@ fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -
     Ok(())
 }
 
+fn flush_level(bits: u8) -> String {
+    match crate::FlushLevel::from_bits(bits) {
+        crate::FlushLevel::Range => "0 (range)".into(),
+        crate::FlushLevel::Region => "1 (region)".into(),
+        crate::FlushLevel::Reserved(b) => format!("{b} (reserved)"),
+    }
+}
+
+fn flush_placement(bits: u8) -> String {
+    let p = crate::FlushPlacement::from_bits_retain(bits);
+    let names: Vec<&str> = [
+        (crate::FlushPlacement::GLOBAL, "global"),
+        (crate::FlushPlacement::PERSISTENT, "persistent"),
+    ]
+    .into_iter()
+    .filter(|(f, _)| p.contains(*f))
+    .map(|(_, name)| name)
+    .chain((!(p - crate::FlushPlacement::all()).is_empty()).then_some("reserved"))
+    .collect();
+    match names.is_empty() {
+        true => format!("{bits} (none)"),
+        false => format!("{bits} ({})", names.join(", ")),
+    }
+}
+
 fn ecn_name(ecn: u8) -> &'static str {
     match ecn & 3 {
         0 => "Not-ECT",
@@ -670,6 +719,14 @@ pub fn summary(frame: &[u8]) -> String {
             let _ = write!(line, " {}", mad::summary(&m));
         }
     }
+    if let Some(f) = x.feth {
+        let _ = write!(
+            line,
+            " placement={:#x} level={}",
+            f.placement.bits(),
+            f.level.bits()
+        );
+    }
     if let Some(h) = x.reth {
         let _ = write!(
             line,
@@ -736,6 +793,26 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
+    }
+
+    #[test]
+    fn a_flush_shows_its_feth_before_its_reth() {
+        let frame = sample::example(Opcode::RcFlush, Ip::V4, 7, 0).frame();
+        let text = dissected(&frame);
+        for want in [
+            "0x1c RC_FLUSH",
+            "FETH: FLUSH Extended Transport Header [bytes 54..58",
+            "..00 .... = 0 (range)",
+            ".... 0001 = 1 (global)",
+            "RETH: RDMA Extended Transport Header [bytes 58..74",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(summary(&frame).contains("RC_FLUSH"));
+        assert!(summary(&frame).contains("placement=0x1 level=0 va="));
+        let write = sample::example(Opcode::RcAtomicWrite, Ip::V4, 8, 0).frame();
+        assert!(summary(&write).contains("RC_ATOMIC_WRITE"));
+        assert!(summary(&write).contains("len    8"), "{}", summary(&write));
     }
 
     #[test]

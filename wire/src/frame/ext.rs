@@ -1,10 +1,11 @@
-//! The extension headers after the BTH (IBA 9.3: DETH, RETH, AtomicETH, AETH, AtomicAckETH,
+//! The extension headers after the BTH (IBA 9.3: DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH,
 //! ImmDt, IETH, and the CNP's reserved bytes), as the opcode table says which follow.
 
 use crate::Result;
 use crate::aeth::{Aeth, AethRepr};
 use crate::atomic::{AtomicAckEth, AtomicAckEthRepr, AtomicEth, AtomicEthRepr};
 use crate::deth::{Deth, DethRepr};
+use crate::feth::{Feth, FethRepr};
 use crate::imm::{Ieth, ImmDt};
 use crate::opcode::Headers;
 use crate::reth::{Reth, RethRepr};
@@ -14,7 +15,9 @@ use crate::reth::{Reth, RethRepr};
 pub struct ExtRepr {
     /// DETH (UD).
     pub deth: Option<DethRepr>,
-    /// RETH (RDMA WRITE first/only, READ request).
+    /// FETH (FLUSH).
+    pub feth: Option<FethRepr>,
+    /// RETH (RDMA WRITE first/only, READ request, FLUSH, ATOMIC WRITE).
     pub reth: Option<RethRepr>,
     /// AtomicETH (COMPARE_SWAP, FETCH_ADD).
     pub atomic_eth: Option<AtomicEthRepr>,
@@ -34,6 +37,7 @@ impl ExtRepr {
         let mut h = Headers::empty();
         for (present, header) in [
             (self.deth.is_some(), Headers::DETH),
+            (self.feth.is_some(), Headers::FETH),
             (self.reth.is_some(), Headers::RETH),
             (self.atomic_eth.is_some(), Headers::ATOMIC_ETH),
             (self.aeth.is_some(), Headers::AETH),
@@ -54,6 +58,9 @@ impl ExtRepr {
         let at = |h| headers.offset_of(h).unwrap_or(0);
         if let Some(r) = &self.deth {
             r.emit(&mut Deth::new_unchecked(&mut buf[at(Headers::DETH)..]));
+        }
+        if let Some(r) = &self.feth {
+            r.emit(&mut Feth::new_unchecked(&mut buf[at(Headers::FETH)..]));
         }
         if let Some(r) = &self.reth {
             r.emit(&mut Reth::new_unchecked(&mut buf[at(Headers::RETH)..]));
@@ -89,6 +96,9 @@ impl ExtRepr {
         Ok(ExtRepr {
             deth: at(Headers::DETH)
                 .map(|b| DethRepr::parse(&Deth::new_unchecked(b)))
+                .transpose()?,
+            feth: at(Headers::FETH)
+                .map(|b| FethRepr::parse(&Feth::new_unchecked(b)))
                 .transpose()?,
             reth: at(Headers::RETH)
                 .map(|b| RethRepr::parse(&Reth::new_unchecked(b)))

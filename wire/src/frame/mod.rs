@@ -747,6 +747,9 @@ mod proptests {
             let ext = ExtRepr {
                 deth: h.contains(Headers::DETH)
                     .then_some(DethRepr { qkey: keys[0], src_qp: keys[1] & 0xff_ffff }),
+                feth: h.contains(Headers::FETH).then_some(crate::FethRepr {
+                    placement: crate::FlushPlacement::from_bits_retain(syndrome & 0xf),
+                    level: crate::FlushLevel::from_bits(syndrome >> 4) }),
                 reth: h.contains(Headers::RETH)
                     .then_some(RethRepr { va: words[0], rkey: keys[2], dma_len: keys[3] }),
                 atomic_eth: h.contains(Headers::ATOMIC_ETH).then_some(AtomicEthRepr {
