@@ -125,6 +125,9 @@ fn randomize(s: &mut Sample, rng: &mut Rng) {
     }
     let h = r.bth.opcode.info().headers;
     let x = &mut r.ext;
+    if h.contains(Headers::XRCETH) {
+        x.xrceth = Some(rng.below(1 << 24) as u32);
+    }
     if h.contains(Headers::DETH) {
         x.deth = Some(DethRepr {
             qkey: rng.next_u64() as u32,

@@ -44,6 +44,7 @@ pub mod opcode;
 pub mod reth;
 pub mod sample;
 pub mod vlan;
+pub mod xrceth;
 
 pub use aeth::{Aeth, AethRepr, CreditCount, NakCode, RnrTimer, Syndrome};
 pub use atomic::{AtomicAckEth, AtomicAckEthRepr, AtomicEth, AtomicEthRepr};
@@ -57,6 +58,7 @@ pub use opcode::{Headers, Opcode, OpcodeInfo, Operation, Position, Transport, Wi
 pub use reth::{Reth, RethRepr};
 pub use smoltcp::wire::{EthernetAddress, Ipv4Address, Ipv6Address};
 pub use vlan::VlanTag;
+pub use xrceth::XrcEth;
 
 /// The UDP destination port IANA assigned to RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;

@@ -6,34 +6,37 @@
 use crate::{Error, Result};
 
 bitflags::bitflags! {
-    /// A set of extension headers, in wire order: DETH, FETH, RETH, AtomicETH, AETH,
+    /// A set of extension headers, in wire order: XRCETH, DETH, FETH, RETH, AtomicETH, AETH,
     /// AtomicAckETH, ImmDt, IETH, and the CNP's 16 reserved bytes.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
     pub struct Headers: u16 {
+        /// XRC Extended Transport Header (XRC requests), 4 bytes.
+        const XRCETH = 1 << 0;
         /// Datagram Extended Transport Header (UD), 8 bytes.
-        const DETH = 1 << 0;
+        const DETH = 1 << 1;
         /// FLUSH Extended Transport Header, 4 bytes (before the FLUSH's RETH).
-        const FETH = 1 << 1;
+        const FETH = 1 << 2;
         /// RDMA Extended Transport Header, 16 bytes.
-        const RETH = 1 << 2;
+        const RETH = 1 << 3;
         /// Atomic Extended Transport Header, 28 bytes.
-        const ATOMIC_ETH = 1 << 3;
+        const ATOMIC_ETH = 1 << 4;
         /// ACK Extended Transport Header, 4 bytes.
-        const AETH = 1 << 4;
+        const AETH = 1 << 5;
         /// Atomic ACK Extended Transport Header, 8 bytes.
-        const ATOMIC_ACK_ETH = 1 << 5;
+        const ATOMIC_ACK_ETH = 1 << 6;
         /// Immediate data, 4 bytes.
-        const IMMDT = 1 << 6;
+        const IMMDT = 1 << 7;
         /// Invalidate Extended Transport Header, 4 bytes.
-        const IETH = 1 << 7;
+        const IETH = 1 << 8;
         /// The 16 reserved bytes after a CNP's BTH.
-        const CNP_RESERVED = 1 << 8;
+        const CNP_RESERVED = 1 << 9;
     }
 }
 
 impl Headers {
     /// Each header with its length, in the order they appear on the wire.
-    pub const WIRE_ORDER: [(Headers, usize); 9] = [
+    pub const WIRE_ORDER: [(Headers, usize); 10] = [
+        (Headers::XRCETH, 4),
         (Headers::DETH, 8),
         (Headers::FETH, 4),
         (Headers::RETH, 16),
@@ -96,6 +99,8 @@ pub enum Transport {
     Ud,
     /// Congestion Notification Packet (RoCEv2), 0x81.
     Cnp,
+    /// Extended Reliable Connected (IBA Annex A14), 0xa0-0xbf.
+    Xrc,
 }
 
 /// Where a packet sits in its message (IBA 9.3: FIRST, MIDDLE, LAST and ONLY packets).
@@ -283,6 +288,29 @@ opcodes! {
     UdSendOnly = 0x64, "UD_SEND_ONLY", Ud, Send, Only, [DETH];
     UdSendOnlyImm = 0x65, "UD_SEND_ONLY_WITH_IMMEDIATE", Ud, Send, Only, [DETH, IMMDT];
     Cnp = 0x81, "CNP", Cnp, Cnp, Only, [CNP_RESERVED];
+    XrcSendFirst = 0xa0, "XRC_SEND_FIRST", Xrc, Send, First, [XRCETH];
+    XrcSendMiddle = 0xa1, "XRC_SEND_MIDDLE", Xrc, Send, Middle, [XRCETH];
+    XrcSendLast = 0xa2, "XRC_SEND_LAST", Xrc, Send, Last, [XRCETH];
+    XrcSendLastImm = 0xa3, "XRC_SEND_LAST_WITH_IMMEDIATE", Xrc, Send, Last, [XRCETH, IMMDT];
+    XrcSendOnly = 0xa4, "XRC_SEND_ONLY", Xrc, Send, Only, [XRCETH];
+    XrcSendOnlyImm = 0xa5, "XRC_SEND_ONLY_WITH_IMMEDIATE", Xrc, Send, Only, [XRCETH, IMMDT];
+    XrcWriteFirst = 0xa6, "XRC_RDMA_WRITE_FIRST", Xrc, RdmaWrite, First, [XRCETH, RETH];
+    XrcWriteMiddle = 0xa7, "XRC_RDMA_WRITE_MIDDLE", Xrc, RdmaWrite, Middle, [XRCETH];
+    XrcWriteLast = 0xa8, "XRC_RDMA_WRITE_LAST", Xrc, RdmaWrite, Last, [XRCETH];
+    XrcWriteLastImm = 0xa9, "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Xrc, RdmaWrite, Last, [XRCETH, IMMDT];
+    XrcWriteOnly = 0xaa, "XRC_RDMA_WRITE_ONLY", Xrc, RdmaWrite, Only, [XRCETH, RETH];
+    XrcWriteOnlyImm = 0xab, "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", Xrc, RdmaWrite, Only, [XRCETH, RETH, IMMDT];
+    XrcReadRequest = 0xac, "XRC_RDMA_READ_REQUEST", Xrc, RdmaReadRequest, Only, [XRCETH, RETH];
+    XrcReadResponseFirst = 0xad, "XRC_RDMA_READ_RESPONSE_FIRST", Xrc, RdmaReadResponse, First, [AETH];
+    XrcReadResponseMiddle = 0xae, "XRC_RDMA_READ_RESPONSE_MIDDLE", Xrc, RdmaReadResponse, Middle, [];
+    XrcReadResponseLast = 0xaf, "XRC_RDMA_READ_RESPONSE_LAST", Xrc, RdmaReadResponse, Last, [AETH];
+    XrcReadResponseOnly = 0xb0, "XRC_RDMA_READ_RESPONSE_ONLY", Xrc, RdmaReadResponse, Only, [AETH];
+    XrcAcknowledge = 0xb1, "XRC_ACKNOWLEDGE", Xrc, Acknowledge, Only, [AETH];
+    XrcAtomicAcknowledge = 0xb2, "XRC_ATOMIC_ACKNOWLEDGE", Xrc, AtomicAcknowledge, Only, [AETH, ATOMIC_ACK_ETH];
+    XrcCompareSwap = 0xb3, "XRC_COMPARE_SWAP", Xrc, CompareSwap, Only, [XRCETH, ATOMIC_ETH];
+    XrcFetchAdd = 0xb4, "XRC_FETCH_ADD", Xrc, FetchAdd, Only, [XRCETH, ATOMIC_ETH];
+    XrcSendLastInv = 0xb6, "XRC_SEND_LAST_WITH_INVALIDATE", Xrc, Send, Last, [XRCETH, IETH];
+    XrcSendOnlyInv = 0xb7, "XRC_SEND_ONLY_WITH_INVALIDATE", Xrc, Send, Only, [XRCETH, IETH];
 }
 
 /// For each byte, its row in [`TABLE`] plus one, or 0 if the opcode is unknown.
@@ -296,6 +324,9 @@ static INDEX: [u8; 256] = {
     index
 };
 
+/// How many transports there are (the last one's index plus one).
+const TRANSPORTS: usize = Transport::Xrc as usize + 1;
+
 /// How many operations there are (the last one's index plus one).
 const OPERATIONS: usize = Operation::AtomicWrite as usize + 1;
 
@@ -306,8 +337,8 @@ const fn build_slot(t: Transport, o: Operation, p: Position, w: With) -> usize {
 
 /// For each (transport, operation, position, with), its row in [`TABLE`] plus one, or 0 if no
 /// opcode is that: the table read the other way, for building packets.
-static BUILD: [u8; 4 * OPERATIONS * 4 * 3] = {
-    let mut build = [0u8; 4 * OPERATIONS * 4 * 3];
+static BUILD: [u8; TRANSPORTS * OPERATIONS * 4 * 3] = {
+    let mut build = [0u8; TRANSPORTS * OPERATIONS * 4 * 3];
     let mut i = 0;
     while i < TABLE.len() {
         let r = &TABLE[i];
@@ -342,7 +373,7 @@ impl Opcode {
     }
 
     /// The opcode for a byte, or [`Error::UnknownOpcode`] for reserved and unsupported ones
-    /// (RD, XRC and vendor opcodes).
+    /// (RD and vendor opcodes).
     #[inline]
     pub fn from_u8(value: u8) -> Result<Opcode> {
         match INDEX[value as usize] {
@@ -378,15 +409,15 @@ mod tests {
         let known: Vec<u8> = (0..=255u8)
             .filter(|&b| Opcode::from_u8(b).is_ok())
             .collect();
-        assert_eq!(known.len(), 40);
+        assert_eq!(known.len(), 63);
         for b in 0..=255u8 {
             match Opcode::from_u8(b) {
                 Ok(op) => assert_eq!(op as u8, b),
                 Err(e) => assert_eq!(e, Error::UnknownOpcode(b)),
             }
         }
-        // Reserved RC 0x15 and 0x18, RD, XRC, vendor range.
-        for b in [0x15, 0x18, 0x1e, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xa0, 0xff] {
+        // Reserved RC 0x15 and 0x18, RD, reserved XRC 0xb5 and 0xb8, vendor range.
+        for b in [0x15, 0x18, 0x1e, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xb5, 0xb8, 0xc0, 0xff] {
             assert_eq!(Opcode::from_u8(b), Err(Error::UnknownOpcode(b)));
         }
     }
@@ -399,6 +430,7 @@ mod tests {
                 1 => Transport::Uc,
                 3 => Transport::Ud,
                 4 => Transport::Cnp,
+                5 => Transport::Xrc,
                 other => panic!("unexpected transport bits {other}"),
             };
             assert_eq!(info.transport, expected, "{}", info.name);
@@ -407,6 +439,7 @@ mod tests {
                 Transport::Uc => "UC_",
                 Transport::Ud => "UD_",
                 Transport::Cnp => "CNP",
+                Transport::Xrc => "XRC_",
             }));
         }
     }
@@ -433,6 +466,10 @@ mod tests {
             // IBA 1.5 9.3.8: the FETH comes before the FLUSH's RETH.
             (RcFlush, Headers::FETH.union(Headers::RETH), 20),
             (RcAtomicWrite, Headers::RETH, 16),
+            // IBA A14: the XRCETH leads every XRC request; responses are RC's.
+            (XrcWriteOnlyImm, Headers::XRCETH | Headers::RETH | Headers::IMMDT, 24),
+            (XrcFetchAdd, Headers::XRCETH | Headers::ATOMIC_ETH, 32),
+            (XrcAcknowledge, Headers::AETH, 4),
         ];
         for &(op, headers, len) in cases {
             assert_eq!(op.info().headers, headers, "{op}");
@@ -447,8 +484,8 @@ mod tests {
         assert_eq!(flush.offset_of(Headers::FETH), Some(0));
         assert_eq!(flush.offset_of(Headers::RETH), Some(4));
         let all = Headers::all();
-        assert_eq!(all.len(), 8 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
-        assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(76));
+        assert_eq!(all.len(), 4 + 8 + 4 + 16 + 28 + 4 + 8 + 4 + 4 + 16);
+        assert_eq!(all.offset_of(Headers::CNP_RESERVED), Some(80));
         let h = Headers::DETH.union(Headers::IMMDT);
         assert_eq!(h.offset_of(Headers::IMMDT), Some(8));
     }
@@ -489,6 +526,19 @@ mod tests {
             ),
             Some(Opcode::RcReadResponseLast)
         );
+    }
+
+    #[test]
+    fn xrc_has_every_rc_opcode_of_ibas_first_release_at_0xa0_on() {
+        for info in TABLE.iter().filter(|i| i.transport == Transport::Xrc) {
+            let rc = Opcode::from_u8(info.opcode as u8 - 0xa0).expect("an RC twin");
+            let rc = rc.info();
+            assert_eq!(&info.name[4..], &rc.name[3..]);
+            assert_eq!((info.operation, info.position), (rc.operation, rc.position));
+            let xrceth = !info.operation.is_response();
+            assert_eq!(info.headers.contains(Headers::XRCETH), xrceth, "{}", info.name);
+            assert_eq!(info.headers - Headers::XRCETH, rc.headers, "{}", info.name);
+        }
     }
 
     #[test]

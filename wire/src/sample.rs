@@ -105,6 +105,7 @@ pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sam
     let h = info.headers;
     let has = |x| h.contains(x);
     let ext = ExtRepr {
+        xrceth: has(Headers::XRCETH).then_some(0x00_0042),
         deth: has(Headers::DETH).then_some(DethRepr {
             qkey: 0x1111_1111,
             src_qp: QP_A,
@@ -157,7 +158,7 @@ pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sam
             dest_qp,
             ack_req: last
                 && !info.operation.is_response()
-                && info.transport == crate::Transport::Rc,
+                && matches!(info.transport, crate::Transport::Rc | crate::Transport::Xrc),
             psn,
         }
     };

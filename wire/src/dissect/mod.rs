@@ -453,7 +453,18 @@ fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -
         };
         let at = l.ext + off;
         let bytes = &rows.frame[at..at + len];
-        if h == Headers::DETH {
+        if h == Headers::XRCETH {
+            let x = crate::XrcEth::new_unchecked(bytes);
+            rows.layer("XRCETH: XRC Extended Transport Header", at, len)?;
+            rows.field(at, 1, "Reserved", &x.reserved().to_string(), "")?;
+            rows.field(
+                at + 1,
+                3,
+                "XRC SRQ",
+                &format!("{:#08x}", x.srq()),
+                "the target's shared receive queue",
+            )?;
+        } else if h == Headers::DETH {
             let d = Deth::new_unchecked(bytes);
             rows.layer("DETH: Datagram Extended Transport Header", at, len)?;
             rows.field(
@@ -711,6 +722,9 @@ pub fn summary(frame: &[u8]) -> String {
         }
     }
     let x = &r.ext;
+    if let Some(v) = x.xrceth {
+        let _ = write!(line, " xrcsrq={v:#x}");
+    }
     if let Some(d) = x.deth {
         let _ = write!(line, " qkey={:#x} srcqp={:#x}", d.qkey, d.src_qp);
         if r.bth.dest_qp == crate::mad::GSI_QPN
@@ -813,6 +827,21 @@ mod tests {
         let write = sample::example(Opcode::RcAtomicWrite, Ip::V4, 8, 0).frame();
         assert!(summary(&write).contains("RC_ATOMIC_WRITE"));
         assert!(summary(&write).contains("len    8"), "{}", summary(&write));
+    }
+
+    #[test]
+    fn an_xrc_request_names_its_srq_first() {
+        let frame = sample::example(Opcode::XrcWriteOnly, Ip::V4, 7, 16).frame();
+        let text = dissected(&frame);
+        for want in [
+            "0xaa XRC_RDMA_WRITE_ONLY",
+            "XRCETH: XRC Extended Transport Header [bytes 54..58",
+            "XRC SRQ          0x000042",
+            "RETH: RDMA Extended Transport Header [bytes 58..74",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(summary(&frame).contains(" xrcsrq=0x42 va="));
     }
 
     #[test]

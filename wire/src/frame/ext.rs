@@ -1,4 +1,4 @@
-//! The extension headers after the BTH (IBA 9.3: DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH,
+//! The extension headers after the BTH (IBA 9.3 and A14: XRCETH, DETH, FETH, RETH, AtomicETH, AETH, AtomicAckETH,
 //! ImmDt, IETH, and the CNP's reserved bytes), as the opcode table says which follow.
 
 use crate::Result;
@@ -9,10 +9,13 @@ use crate::feth::{Feth, FethRepr};
 use crate::imm::{Ieth, ImmDt};
 use crate::opcode::Headers;
 use crate::reth::{Reth, RethRepr};
+use crate::xrceth::XrcEth;
 
 /// The extension headers after the BTH. Exactly those the opcode requires must be present.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct ExtRepr {
+    /// XRCETH: the XRC SRQ number (XRC requests).
+    pub xrceth: Option<u32>,
     /// DETH (UD).
     pub deth: Option<DethRepr>,
     /// FETH (FLUSH).
@@ -36,6 +39,7 @@ impl ExtRepr {
     pub fn headers(&self) -> Headers {
         let mut h = Headers::empty();
         for (present, header) in [
+            (self.xrceth.is_some(), Headers::XRCETH),
             (self.deth.is_some(), Headers::DETH),
             (self.feth.is_some(), Headers::FETH),
             (self.reth.is_some(), Headers::RETH),
@@ -56,6 +60,9 @@ impl ExtRepr {
     /// exactly `headers.len()` bytes. The caller has checked that `self.headers()` matches.
     pub(super) fn emit(&self, headers: Headers, buf: &mut [u8]) {
         let at = |h| headers.offset_of(h).unwrap_or(0);
+        if let Some(v) = self.xrceth {
+            XrcEth::new_unchecked(&mut buf[at(Headers::XRCETH)..]).emit(v);
+        }
         if let Some(r) = &self.deth {
             r.emit(&mut Deth::new_unchecked(&mut buf[at(Headers::DETH)..]));
         }
@@ -94,6 +101,9 @@ impl ExtRepr {
     pub(super) fn parse(headers: Headers, buf: &[u8]) -> Result<ExtRepr> {
         let at = |h| headers.offset_of(h).map(|off| &buf[off..]);
         Ok(ExtRepr {
+            xrceth: at(Headers::XRCETH)
+                .map(|b| XrcEth::new_unchecked(b).parse())
+                .transpose()?,
             deth: at(Headers::DETH)
                 .map(|b| DethRepr::parse(&Deth::new_unchecked(b)))
                 .transpose()?,

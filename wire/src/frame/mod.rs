@@ -747,6 +747,7 @@ mod proptests {
             let ext = ExtRepr {
                 deth: h.contains(Headers::DETH)
                     .then_some(DethRepr { qkey: keys[0], src_qp: keys[1] & 0xff_ffff }),
+                xrceth: h.contains(Headers::XRCETH).then_some(keys[1] & 0xff_ffff),
                 feth: h.contains(Headers::FETH).then_some(crate::FethRepr {
                     placement: crate::FlushPlacement::from_bits_retain(syndrome & 0xf),
                     level: crate::FlushLevel::from_bits(syndrome >> 4) }),
