@@ -318,6 +318,7 @@ pub fn decode_send(slot: &[u8]) -> Option<(SendWr, Option<Vec<u8>>)> {
         sgl,
         flags: SendFlags::from_bits(h.flags)?,
         ud,
+        xrc_srqn: None,
     };
     let inline = match wr.is_inline() {
         true => Some(

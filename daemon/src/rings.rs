@@ -209,6 +209,7 @@ mod tests {
             sgl: vec![Sge::default()],
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         };
         let mut buf = [0u8; 112];
         let n = slot::encode_send(&wr, None, &mut buf).unwrap();

@@ -132,6 +132,7 @@ fn wr(wr_id: u64, op: SendOp, buf: &[u8], lkey: u32) -> SendWr {
         sgl: sge(buf, lkey),
         flags: SendFlags::SIGNALED,
         ud: None,
+        xrc_srqn: None,
     }
 }
 

@@ -246,6 +246,7 @@ fn send(a: &mut Verbs, b: &mut Verbs, data: &[u8]) {
             sgl: sge(data, lkey),
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         }],
     )
     .unwrap();

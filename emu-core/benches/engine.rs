@@ -134,6 +134,7 @@ fn write_throughput() {
         }],
         flags: SendFlags::empty(),
         ud: None,
+        xrc_srqn: None,
     };
     // Warm up, then size the run to the budget.
     let warm = pump(&mut p, 200, depth, 8, &make, None);
@@ -207,6 +208,7 @@ fn send_rate() {
         }],
         flags: SendFlags::empty(),
         ud: None,
+        xrc_srqn: None,
     };
     let recv = |i: u64| RecvWr {
         wr_id: i,
@@ -264,6 +266,7 @@ fn per_qp_memory() {
                 sgl: sgl.clone(),
                 flags: SendFlags::empty(),
                 ud: None,
+                xrc_srqn: None,
             };
             p.dev.engine().post_send(pair[0], w).unwrap();
         }

@@ -302,6 +302,7 @@ impl World {
             sgl: vec![sge],
             flags,
             ud: Some(ud),
+            xrc_srqn: None,
         };
         let _ = self.engine.post_send(qpn, wr);
     }

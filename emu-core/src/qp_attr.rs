@@ -19,6 +19,11 @@ pub enum QpType {
     Uc = 3,
     /// Unreliable Datagram.
     Ud = 4,
+    /// XRC initiator (IBA Annex A14): sends only, each request to the SRQ its work request
+    /// names at the target.
+    XrcSend = 9,
+    /// XRC target: receives only, into the SRQ each request names, within its XRC domain.
+    XrcRecv = 10,
 }
 
 impl QpType {
@@ -28,7 +33,13 @@ impl QpType {
             QpType::Rc => Transport::Rc,
             QpType::Uc => Transport::Uc,
             QpType::Ud => Transport::Ud,
+            QpType::XrcSend | QpType::XrcRecv => Transport::Xrc,
         }
+    }
+
+    /// Whether its transport is reliable: ACKs, retries, READs and atomics (RC and XRC).
+    pub const fn is_reliable(self) -> bool {
+        matches!(self, QpType::Rc | QpType::XrcSend | QpType::XrcRecv)
     }
 }
 
@@ -191,14 +202,14 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
     let rc_uc_access = bits(&[M::PKEY_INDEX, M::PORT, M::ACCESS_FLAGS]);
     let ud_qkey = bits(&[M::PKEY_INDEX, M::PORT, M::QKEY]);
     let rts_opt = match t {
-        T::Rc => bits(&[
+        T::Rc | T::XrcRecv => bits(&[
             M::CUR_STATE,
             M::ACCESS_FLAGS,
             M::ALT_PATH,
             M::PATH_MIG_STATE,
             M::MIN_RNR_TIMER,
         ]),
-        T::Uc => bits(&[
+        T::Uc | T::XrcSend => bits(&[
             M::CUR_STATE,
             M::ACCESS_FLAGS,
             M::ALT_PATH,
@@ -209,15 +220,15 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
     Some(match (from, to) {
         (_, S::Reset) | (_, S::Err) => (none, none),
         (S::Reset, S::Init) => match t {
-            T::Rc | T::Uc => (rc_uc_access, none),
             T::Ud => (ud_qkey, none),
+            _ => (rc_uc_access, none),
         },
         (S::Init, S::Init) => match t {
-            T::Rc | T::Uc => (none, rc_uc_access),
             T::Ud => (none, ud_qkey),
+            _ => (none, rc_uc_access),
         },
         (S::Init, S::Rtr) => match t {
-            T::Rc => (
+            T::Rc | T::XrcRecv => (
                 bits(&[
                     M::AV,
                     M::PATH_MTU,
@@ -228,14 +239,16 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
                 ]),
                 bits(&[M::ALT_PATH, M::ACCESS_FLAGS, M::PKEY_INDEX]),
             ),
-            T::Uc => (
+            T::Uc | T::XrcSend => (
                 bits(&[M::AV, M::PATH_MTU, M::DEST_QPN, M::RQ_PSN]),
                 bits(&[M::ALT_PATH, M::ACCESS_FLAGS, M::PKEY_INDEX]),
             ),
             T::Ud => (none, bits(&[M::PKEY_INDEX, M::QKEY])),
         },
         (S::Rtr, S::Rts) => match t {
-            T::Rc => (
+            // The kernel's table: an XRC target only answers, so it needs no retry counts.
+            T::XrcRecv => (bits(&[M::TIMEOUT, M::SQ_PSN]), rts_opt),
+            T::Rc | T::XrcSend => (
                 bits(&[
                     M::TIMEOUT,
                     M::RETRY_CNT,
@@ -252,7 +265,7 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
         (S::Sqd, S::Sqd) => (
             none,
             match t {
-                T::Rc => bits(&[
+                T::Rc | T::XrcSend | T::XrcRecv => bits(&[
                     M::PORT,
                     M::AV,
                     M::TIMEOUT,
@@ -277,7 +290,7 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
             },
         ),
         (S::Sqe, S::Rts) => match t {
-            T::Rc => return None,
+            T::Rc | T::XrcSend | T::XrcRecv => return None,
             T::Uc => (none, bits(&[M::CUR_STATE, M::ACCESS_FLAGS])),
             T::Ud => (none, bits(&[M::CUR_STATE, M::QKEY])),
         },

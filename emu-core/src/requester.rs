@@ -130,7 +130,7 @@ pub(crate) fn poll<M: Memory>(
             }
             continue;
         }
-        if qp.init.qp_type == QpType::Rc {
+        if qp.init.qp_type.is_reliable() {
             let fenced = w.wr.flags.contains(SendFlags::FENCE);
             let rd_atomic = w.wr.op.is_read_or_atomic();
             if qp.req.offset == 0 && (fenced || rd_atomic) {
@@ -217,6 +217,10 @@ fn build<M: Memory>(
         (QpType::Ud, None) => return Err(WcStatus::LocQpOpErr),
         _ => (qp.path.ok_or(WcStatus::LocQpOpErr)?, qp.attr.dest_qp_num),
     };
+    // IBA A14: every XRC request packet names the target's SRQ.
+    if qp.init.qp_type == QpType::XrcSend {
+        ext.xrceth = w.wr.xrc_srqn;
+    }
     let first = pos.is_first();
     match w.wr.op {
         SendOp::Write(r) | SendOp::WriteWithImm(r, _) if first => {
@@ -289,7 +293,7 @@ fn build<M: Memory>(
     }
     // After the UD length check: a datagram has one packet.
     let op = opcode(qp.init.qp_type, &w.wr.op, pos);
-    let rc = qp.init.qp_type == QpType::Rc;
+    let rc = qp.init.qp_type.is_reliable();
     let ack_req = rc && (ends_message || qp.req.noack >= MAX_PKTS_PER_ACK);
     let repr = FrameRepr {
         eth: path.eth,

@@ -195,6 +195,7 @@ impl Bench {
             sgl,
             flags: crate::wr::SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         };
         self.engine.post_send(self.qpn, wr).unwrap();
     }

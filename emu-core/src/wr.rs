@@ -223,6 +223,9 @@ pub struct SendWr {
     pub flags: SendFlags,
     /// UD only: where to.
     pub ud: Option<UdDest>,
+    /// XRC initiators only: the SRQ at the target that the request goes to
+    /// (`wr.qp_type.xrc.remote_srqn`, `ibv_wr_set_xrc_srqn`).
+    pub xrc_srqn: Option<u32>,
 }
 
 impl SendWr {
@@ -243,6 +246,12 @@ impl SendWr {
             (QpType::Ud, _) => false,
             (QpType::Uc, op) => !op.is_read_or_atomic() && !matches!(op, SendOp::SendWithInv(_)),
             (QpType::Rc, _) => true,
+            // IBA A14: XRC carries RC's operations of IBA's first release, each to an SRQ.
+            (QpType::XrcSend, op) => {
+                self.xrc_srqn.is_some()
+                    && !matches!(op, SendOp::AtomicWrite { .. } | SendOp::Flush { .. })
+            }
+            (QpType::XrcRecv, _) => false,
         };
         if !allowed {
             return Err(VerbsError::Invalid(

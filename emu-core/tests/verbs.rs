@@ -55,6 +55,7 @@ impl Fixture {
             sgl,
             flags: flags | SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         };
         self.dev.engine().post_send(qpn, wr).unwrap();
     }
@@ -126,6 +127,7 @@ fn bad_work_requests_are_refused_with_rxe_errnos() {
         sgl,
         flags,
         ud: None,
+        xrc_srqn: None,
     };
     let e = f.dev.engine();
     // Too many SGEs (the fixture's QPs have 4).
@@ -201,6 +203,7 @@ fn posting_before_rts_is_einval() {
         sgl: vec![],
         flags: SendFlags::empty(),
         ud: None,
+        xrc_srqn: None,
     };
     assert_eq!(errno(dev.engine().post_send(qp, wr)), 22);
     // Receives may not be posted in RESET either.
@@ -299,6 +302,7 @@ fn ud_message_longer_than_the_mtu_fails_locally() {
         sgl: sge(src, 5000, lkey),
         flags: SendFlags::SIGNALED,
         ud: Some(ud),
+        xrc_srqn: None,
     };
     f.dev.engine().post_send(f.a, wr).unwrap();
     assert_eq!(f.wait(1), [(3, WcStatus::LocLenErr, WcOpcode::Send)]);
@@ -488,6 +492,7 @@ fn srq_feeds_two_qps_and_fires_its_limit() {
             sgl: vec![],
             flags: SendFlags::empty(),
             ud: None,
+            xrc_srqn: None,
         };
         dev.engine().post_send(s, wr).unwrap();
     }
@@ -538,6 +543,7 @@ fn cq_overflow_is_an_async_error() {
             sgl: vec![],
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         };
         dev.engine().post_send(a, wr).unwrap();
     }
@@ -617,6 +623,7 @@ fn solicited_events_and_comm_established() {
         sgl: vec![],
         flags: SendFlags::SIGNALED,
         ud: None,
+        xrc_srqn: None,
     };
     dev.engine().post_send(a, wr).unwrap();
     assert_eq!(dev.wait(cq, 1, WAIT)[0].status, WcStatus::Success);
@@ -722,6 +729,7 @@ fn ipv6_gids_carry_rc_and_ud_with_the_ipv6_header_as_grh() {
             sgl: sge(src, 16, lkey),
             flags: SendFlags::SIGNALED,
             ud,
+            xrc_srqn: None,
         };
         f.dev.engine().post_send(a, wr).unwrap();
         let got = f.wait(2);
@@ -777,6 +785,7 @@ fn faulty_loopback_loses_and_reorders_but_rc_recovers() {
         sgl: sge(src, len, lkey),
         flags: SendFlags::SIGNALED,
         ud: None,
+        xrc_srqn: None,
     };
     dev.engine().post_send(a, wr).unwrap();
     let wcs = dev.wait(cq, 1, WAIT);
@@ -894,6 +903,103 @@ fn atomic_writes_and_flushes_are_rc_only() {
         sgl: vec![],
         flags: SendFlags::SIGNALED,
         ud: None,
+        xrc_srqn: None,
     };
     assert_eq!(errno(f.dev.engine().post_send(f.a, wr)), 22);
+}
+
+/// XRC (IBA Annex A14): an initiator QP sends to a target QP, each request into the SRQ its
+/// work request names; the SRQ's PD checks R_Keys and its CQ gets the completions.
+#[test]
+fn xrc_requests_land_in_the_srq_they_name() {
+    let mut f = fixture(QpType::Rc);
+    let e = f.dev.engine();
+    let xrcd = e.alloc_xrcd().unwrap();
+    let srq_cq = e.create_cq(16).unwrap();
+    let srq = e.create_xrc_srq(f.pd, xrcd, srq_cq, 8, 1).unwrap();
+    let other = e.create_srq(f.pd, 8, 1).unwrap();
+    let tgt = e.create_xrc_recv_qp(xrcd).unwrap();
+    let init = QpInit::new(QpType::XrcSend, f.cq, QpCap::new(8, 1, 0));
+    assert_eq!(
+        errno(e.create_qp(f.pd, init)),
+        22,
+        "an initiator has no receive queue"
+    );
+    let ini = e
+        .create_qp(
+            f.pd,
+            QpInit {
+                cap: QpCap {
+                    max_recv_wr: 0,
+                    ..init.cap
+                },
+                ..init
+            },
+        )
+        .unwrap();
+    assert_eq!(errno(e.dealloc_xrcd(xrcd)), 16);
+    let (ei, et) = (f.dev.endpoint(ini), f.dev.endpoint(tgt));
+    f.dev.connect(ini, &et).unwrap();
+    f.dev.connect(tgt, &ei).unwrap();
+
+    let (src, lkey) = f.buf(64, 7, ALL);
+    let (dst, rkey) = f.buf(64, 0, ALL);
+    f.dev
+        .engine()
+        .post_srq_recv(
+            srq,
+            RecvWr {
+                wr_id: 9,
+                sgl: sge(dst, 64, rkey),
+            },
+        )
+        .unwrap();
+    let post = |f: &mut Fixture, wr_id, op, srqn| {
+        let wr = SendWr {
+            wr_id,
+            op,
+            sgl: sge(src, 16, lkey),
+            flags: SendFlags::SIGNALED,
+            ud: None,
+            xrc_srqn: Some(srqn),
+        };
+        f.dev.engine().post_send(ini, wr).unwrap();
+    };
+    post(&mut f, 1, SendOp::SendWithImm(0x1234), srq);
+    post(
+        &mut f,
+        2,
+        SendOp::Write(Remote {
+            addr: dst + 32,
+            rkey,
+        }),
+        srq,
+    );
+    assert_eq!(
+        f.wait(2),
+        [
+            (1, WcStatus::Success, WcOpcode::Send),
+            (2, WcStatus::Success, WcOpcode::RdmaWrite)
+        ]
+    );
+    let got = f.dev.wait(srq_cq, 1, WAIT);
+    assert_eq!(
+        (got[0].wr_id, got[0].status, got[0].qp_num),
+        (9, WcStatus::Success, tgt)
+    );
+    assert_eq!((got[0].byte_len, got[0].imm_data), (16, 0x1234));
+    assert_eq!(f.dev.read(dst, 16), [7; 16]);
+    assert_eq!(f.dev.read(dst + 32, 16), [7; 16]);
+    // An SRQ outside the target's domain is an invalid request.
+    post(&mut f, 3, SendOp::Send, other);
+    assert_eq!(f.wait(1), [(3, WcStatus::RemInvReqErr, WcOpcode::Send)]);
+    let wr = SendWr {
+        wr_id: 4,
+        op: SendOp::Send,
+        sgl: vec![],
+        flags: SendFlags::SIGNALED,
+        ud: None,
+        xrc_srqn: None,
+    };
+    assert_eq!(errno(f.dev.engine().post_send(ini, wr)), 22, "no SRQ named");
 }

@@ -184,6 +184,7 @@ pub unsafe extern "C" fn bind_mw(
         sgl: Vec::new(),
         flags: SendFlags::from_bits_retain(b.send_flags),
         ud: None,
+        xrc_srqn: None,
     };
     let q = &*qp.cast::<Qp>();
     match q.ctx().call("ibv_bind_mw", |c| {

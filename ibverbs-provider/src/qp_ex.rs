@@ -59,6 +59,7 @@ unsafe fn op(p: *mut ibv_qp_ex, op: SendOp) {
         sgl: Vec::new(),
         flags: SendFlags::from_bits_retain(q.ex.wr_flags),
         ud: None,
+        xrc_srqn: None,
     };
     q.batch.wrs.push(wr);
 }

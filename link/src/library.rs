@@ -27,7 +27,7 @@
 //! let rkey = dev.engine().reg_mr(pd, dst, 5, access).unwrap();
 //! let sgl = vec![Sge { addr: src, length: 5, lkey }];
 //! let op = SendOp::Write(softrnic_emu_core::Remote { addr: dst, rkey });
-//! dev.engine().post_send(a, SendWr { wr_id: 1, op, sgl, flags: SendFlags::SIGNALED, ud: None }).unwrap();
+//! dev.engine().post_send(a, SendWr { wr_id: 1, op, sgl, flags: SendFlags::SIGNALED, ud: None, xrc_srqn: None }).unwrap();
 //! let wc = dev.wait(cq, 1, std::time::Duration::from_secs(5));
 //! assert_eq!(wc[0].status, WcStatus::Success);
 //! assert_eq!(dev.read(dst, 5), b"hello");

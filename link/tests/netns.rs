@@ -235,6 +235,7 @@ fn traffic(
                 sgl,
                 flags: SendFlags::SIGNALED,
                 ud,
+                xrc_srqn: None,
             };
             dev.engine().post_send(qp, wr).unwrap();
         };
@@ -274,6 +275,7 @@ fn traffic(
                         sgl: sge(res, 8, kr),
                         flags: SendFlags::SIGNALED | SendFlags::FENCE,
                         ud: None,
+                        xrc_srqn: None,
                     };
                     dev.engine().post_send(qp, wr).unwrap();
                     posted += 4;

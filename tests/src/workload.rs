@@ -495,6 +495,7 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
             sgl,
             flags,
             ud,
+            xrc_srqn: None,
         };
         sim.hosts[a]
             .engine

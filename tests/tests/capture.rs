@@ -128,6 +128,7 @@ fn a_capture_of_same_host_traffic_is_valid_rocev2() {
             sgl: sge(5000),
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         },
         SendWr {
             wr_id: 2,
@@ -135,6 +136,7 @@ fn a_capture_of_same_host_traffic_is_valid_rocev2() {
             sgl: sge(5000),
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         },
         SendWr {
             wr_id: 3,
@@ -142,6 +144,7 @@ fn a_capture_of_same_host_traffic_is_valid_rocev2() {
             sgl: sge(64),
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         },
     ];
     a.post_send(qpa, wrs).unwrap();

@@ -174,6 +174,7 @@ impl Hosts {
             sgl: Vec::new(),
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         };
         self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();
         self.run_idle();

@@ -68,6 +68,7 @@ impl Pair {
             sgl,
             flags: SendFlags::SIGNALED,
             ud: None,
+            xrc_srqn: None,
         };
         self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();
     }
@@ -823,6 +824,7 @@ fn a_fenced_request_waits_for_the_read_before_it() {
         sgl: sge(dst, 8, lkey),
         flags: SendFlags::SIGNALED | softrnic_emu_core::SendFlags::FENCE,
         ud: None,
+        xrc_srqn: None,
     };
     p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
     p.run();
@@ -902,6 +904,7 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
             sgl: sge(src, 16, lkey),
             flags: SendFlags::SIGNALED,
             ud: Some(d),
+            xrc_srqn: None,
         };
         p.sim.hosts[0].engine.post_send(p.qp[0], wr).unwrap();
     }
@@ -1227,6 +1230,7 @@ fn mcast_send(sim: &mut Sim, h: usize, qpn: u32, group: softrnic_emu_core::Gid, 
             remote_qpn: softrnic_wire::MULTICAST_QPN,
             remote_qkey: 0x1111_1111,
         }),
+        xrc_srqn: None,
     };
     sim.hosts[h].engine.post_send(qpn, wr).unwrap();
 }

@@ -417,7 +417,9 @@ mod tests {
             }
         }
         // Reserved RC 0x15 and 0x18, RD, reserved XRC 0xb5 and 0xb8, vendor range.
-        for b in [0x15, 0x18, 0x1e, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xb5, 0xb8, 0xc0, 0xff] {
+        for b in [
+            0x15, 0x18, 0x1e, 0x2c, 0x40, 0x4c, 0x60, 0x80, 0xb5, 0xb8, 0xc0, 0xff,
+        ] {
             assert_eq!(Opcode::from_u8(b), Err(Error::UnknownOpcode(b)));
         }
     }
@@ -467,7 +469,11 @@ mod tests {
             (RcFlush, Headers::FETH.union(Headers::RETH), 20),
             (RcAtomicWrite, Headers::RETH, 16),
             // IBA A14: the XRCETH leads every XRC request; responses are RC's.
-            (XrcWriteOnlyImm, Headers::XRCETH | Headers::RETH | Headers::IMMDT, 24),
+            (
+                XrcWriteOnlyImm,
+                Headers::XRCETH | Headers::RETH | Headers::IMMDT,
+                24,
+            ),
             (XrcFetchAdd, Headers::XRCETH | Headers::ATOMIC_ETH, 32),
             (XrcAcknowledge, Headers::AETH, 4),
         ];
@@ -536,7 +542,12 @@ mod tests {
             assert_eq!(&info.name[4..], &rc.name[3..]);
             assert_eq!((info.operation, info.position), (rc.operation, rc.position));
             let xrceth = !info.operation.is_response();
-            assert_eq!(info.headers.contains(Headers::XRCETH), xrceth, "{}", info.name);
+            assert_eq!(
+                info.headers.contains(Headers::XRCETH),
+                xrceth,
+                "{}",
+                info.name
+            );
             assert_eq!(info.headers - Headers::XRCETH, rc.headers, "{}", info.name);
         }
     }

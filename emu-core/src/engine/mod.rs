@@ -95,6 +95,8 @@ struct Pd {
 pub struct Engine<M> {
     sh: Shared<M>,
     pds: Slab<Pd>,
+    /// XRC domains (IBA A14): which SRQs an XRC target QP may deliver to.
+    xrcds: Slab<()>,
     qps: QpMap,
     ready: VecDeque<u32>,
     next_qpn: u32,
@@ -136,6 +138,7 @@ impl<M: Memory> Engine<M> {
                 icrc: Icrc::Compute,
             },
             pds: Slab::default(),
+            xrcds: Slab::default(),
             qps: QpMap::default(),
             ready: VecDeque::new(),
             next_qpn,
@@ -266,7 +269,7 @@ impl<M: Memory> Engine<M> {
             if psn::diff(q.req.max_sent, q.req.psn) < 0 {
                 return fail("next PSN beyond the highest sent");
             }
-            if q.init.qp_type == QpType::Rc && psn::diff(q.req.psn, q.comp.psn) < 0 {
+            if q.init.qp_type.is_reliable() && psn::diff(q.req.psn, q.comp.psn) < 0 {
                 return fail("completer ahead of the requester");
             }
             if q.sq.len() > q.init.cap.max_send_wr as usize
@@ -354,11 +357,13 @@ impl<M: Memory> Engine<M> {
             self.sh.counters.rcvd_unknown_qp += 1;
             return;
         };
+        let from_peer = qp.attr.ah.is_some_and(|ah| ah.dgid == src);
         let matches = match (qp.init.qp_type, info.transport) {
-            (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) => {
-                qp.attr.ah.is_some_and(|ah| ah.dgid == src)
-            }
+            (QpType::Rc, Transport::Rc) | (QpType::Uc, Transport::Uc) => from_peer,
             (QpType::Ud, Transport::Ud) => true,
+            // IBA A14: an XRC initiator only sends requests, a target only answers them.
+            (QpType::XrcSend, Transport::Xrc) => from_peer && info.operation.is_response(),
+            (QpType::XrcRecv, Transport::Xrc) => from_peer && !info.operation.is_response(),
             _ => false,
         };
         if !matches || !qp.receives() {
@@ -366,7 +371,7 @@ impl<M: Memory> Engine<M> {
             return;
         }
         if info.operation.is_response() {
-            if qp.init.qp_type == QpType::Rc {
+            if qp.init.qp_type.is_reliable() {
                 let directive = completer::handle(qp, &mut self.sh, now, &pkt);
                 requester::follow(qp, &mut self.sh, directive);
             }

@@ -10,8 +10,7 @@ use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
 use crate::gid::Gid;
 use crate::keys::{Access, MwType, Span};
 use crate::memory::{Memory, Space};
-use crate::qp::QpInit;
-use crate::qp::{Completer, Qp, Requester, Responder, SendWqe, Srq};
+use crate::qp::{Completer, NO_OBJECT, Qp, QpInit, Requester, Responder, SendWqe, Srq, XrcSrq};
 use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
 use crate::wr::{QpCap, RecvWr, SendWr, WorkQueue};
 use crate::{Result, VerbsError};
@@ -180,7 +179,30 @@ impl<M: Memory> Engine<M> {
             max_wr,
             max_sge,
             limit: 0,
+            xrc: None,
         }))
+    }
+
+    /// Creates an XRC SRQ in domain `xrcd`, completing to `cq` (`ibv_create_srq_ex` with
+    /// `IBV_SRQT_XRC`). Its handle is its number (`ibv_get_srq_num`), which initiators put in
+    /// their requests' XRCETH.
+    pub fn create_xrc_srq(
+        &mut self,
+        pd: u32,
+        xrcd: u32,
+        cq: u32,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<u32> {
+        self.xrcds
+            .get(xrcd)
+            .ok_or(VerbsError::Invalid("no such XRC domain"))?;
+        self.cq_mut(cq)?;
+        let srq = self.create_srq(pd, max_wr, max_sge)?;
+        if let Some(s) = self.sh.srqs.get_mut(srq) {
+            s.xrc = Some(XrcSrq { xrcd, cq });
+        }
+        Ok(srq)
     }
 
     /// Arms an SRQ's limit event (`ibv_modify_srq` with IBV_SRQ_LIMIT).
@@ -203,7 +225,8 @@ impl<M: Memory> Engine<M> {
             .srqs
             .get(srq)
             .ok_or(VerbsError::Invalid("no such SRQ"))?;
-        if self.qps.values().any(|q| q.init.srq == Some(srq)) {
+        let own = |q: &Qp| q.init.srq == Some(srq) && q.init.qp_type != QpType::XrcRecv;
+        if self.qps.values().any(own) {
             return Err(VerbsError::Busy("a QP uses the SRQ"));
         }
         self.sh.srqs.remove(srq);
@@ -247,10 +270,55 @@ impl<M: Memory> Engine<M> {
         Ok(())
     }
 
+    // --- XRC domains --------------------------------------------------------------------------
+
+    /// Opens a new XRC domain (`ibv_open_xrcd`; sharing one between programs is the daemon's).
+    pub fn alloc_xrcd(&mut self) -> Result<u32> {
+        if self.xrcds.len() >= self.device.max_pd as usize {
+            return Err(VerbsError::NoMemory("too many XRC domains"));
+        }
+        Ok(self.xrcds.insert(()))
+    }
+
+    /// Closes an XRC domain; EBUSY while an SRQ or target QP belongs to it.
+    pub fn dealloc_xrcd(&mut self, xrcd: u32) -> Result<()> {
+        self.xrcds
+            .get(xrcd)
+            .ok_or(VerbsError::Invalid("no such XRC domain"))?;
+        let in_use = self.qps.values().any(|q| q.xrcd == Some(xrcd))
+            || self
+                .sh
+                .srqs
+                .iter()
+                .any(|(_, s)| s.xrc.is_some_and(|x| x.xrcd == xrcd));
+        if in_use {
+            return Err(VerbsError::Busy("the XRC domain still has objects"));
+        }
+        self.xrcds.remove(xrcd);
+        Ok(())
+    }
+
+    /// Creates an XRC target QP in domain `xrcd` (`IBV_QPT_XRC_RECV`): no PD, CQs or queues of
+    /// its own; each request it takes works against the SRQ its XRCETH names.
+    pub fn create_xrc_recv_qp(&mut self, xrcd: u32) -> Result<u32> {
+        self.xrcds
+            .get(xrcd)
+            .ok_or(VerbsError::Invalid("no such XRC domain"))?;
+        let init = QpInit::new(QpType::XrcRecv, NO_OBJECT, QpCap::new(0, 0, 0));
+        let qpn = self.insert_qp(NO_OBJECT, 0, init)?;
+        if let Some(q) = self.qps.get_mut(&qpn) {
+            q.xrcd = Some(xrcd);
+        }
+        Ok(qpn)
+    }
+
     // --- Queue pairs -----------------------------------------------------------------------
 
     /// Creates a QP in RESET; returns its number.
     pub fn create_qp(&mut self, pd: u32, init: QpInit) -> Result<u32> {
+        if init.qp_type == QpType::XrcRecv {
+            return Err(VerbsError::Invalid("an XRC target QP needs an XRC domain"));
+        }
         let space = self.space_of(pd)?;
         let d = &self.device;
         let c = &init.cap;
@@ -264,16 +332,28 @@ impl<M: Memory> Engine<M> {
                 "QP capabilities beyond the device's limits",
             ));
         }
-        if self.qps.len() >= d.max_qp as usize {
-            return Err(VerbsError::NoMemory("too many QPs"));
-        }
         if self.sh.cqs.get(init.send_cq).is_none() || self.sh.cqs.get(init.recv_cq).is_none() {
             return Err(VerbsError::Invalid("no such CQ"));
         }
         if let Some(srq) = init.srq
-            && self.sh.srqs.get(srq).is_none_or(|s| s.pd != pd)
+            && self
+                .sh
+                .srqs
+                .get(srq)
+                .is_none_or(|s| s.pd != pd || s.xrc.is_some())
         {
             return Err(VerbsError::Invalid("no such SRQ in this PD"));
+        }
+        if init.qp_type == QpType::XrcSend && (init.cap.max_recv_wr > 0 || init.srq.is_some()) {
+            return Err(VerbsError::Invalid("an XRC initiator QP receives nothing"));
+        }
+        self.insert_qp(pd, space, init)
+    }
+
+    /// Numbers and inserts a new QP in RESET.
+    fn insert_qp(&mut self, pd: u32, space: Space, init: QpInit) -> Result<u32> {
+        if self.qps.len() >= self.device.max_qp as usize {
+            return Err(VerbsError::NoMemory("too many QPs"));
         }
         let qpn = loop {
             let qpn = self.next_qpn;
@@ -294,6 +374,7 @@ impl<M: Memory> Engine<M> {
         let attr = QpAttr::default();
         let qp = Qp {
             qpn,
+            xrcd: None,
             init,
             state: QpState::Reset,
             pd,

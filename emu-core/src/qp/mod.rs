@@ -107,6 +107,10 @@ pub(crate) struct Path {
     pub udp: UdpRepr,
 }
 
+/// The PD and CQs of an XRC target QP, which has none of its own: each request it takes
+/// lends it those of the SRQ it names.
+pub(crate) const NO_OBJECT: u32 = u32::MAX;
+
 /// A shared receive queue.
 #[derive(Debug)]
 pub(crate) struct Srq {
@@ -116,6 +120,16 @@ pub(crate) struct Srq {
     pub max_sge: u32,
     /// The armed limit (0: not armed).
     pub limit: u32,
+    /// An XRC SRQ's domain and CQ (IBA A14: its completions go to its own CQ, whichever
+    /// target QP received the message).
+    pub xrc: Option<XrcSrq>,
+}
+
+/// What an XRC SRQ belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct XrcSrq {
+    pub xrcd: u32,
+    pub cq: u32,
 }
 
 impl Srq {
@@ -217,6 +231,8 @@ impl QpInit {
 /// A queue pair.
 pub(crate) struct Qp {
     pub qpn: u32,
+    /// An XRC target's domain: the SRQs its requests may name.
+    pub xrcd: Option<u32>,
     /// What it was created with: its transport, CQs, SRQ and queue sizes.
     pub init: QpInit,
     pub state: QpState,

@@ -20,6 +20,9 @@ pub(super) fn execute<M: Memory>(
     pkt: &ParsedFrame,
 ) -> Result<(), Refuse> {
     let r = Request::of(qp, sh, pkt);
+    if qp.init.qp_type == QpType::XrcRecv {
+        super::xrc::named_srq(qp, &r)?;
+    }
     checks::sequence(qp, &r)?;
     checks::allowed(qp, &r)?;
     checks::resources(qp, sh, &r)?;
@@ -237,7 +240,7 @@ fn acknowledge(qp: &mut Qp, r: &Request) {
     if r.ends() {
         qp.resp.msn = qp.resp.msn.wrapping_add(1) & psn::MASK;
     }
-    if r.ack_req && qp.init.qp_type == QpType::Rc {
+    if r.ack_req && qp.init.qp_type.is_reliable() {
         qp.resp.queue_ack(r.psn, ack_syndrome());
     }
 }

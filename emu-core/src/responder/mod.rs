@@ -9,7 +9,7 @@
 
 use softrnic_wire::{
     AethRepr, AtomicAckEthRepr, CreditCount, ExtRepr, FrameRepr, NakCode, Opcode, Operation,
-    ParsedFrame, Position, Syndrome, Transport, With, bth::BthRepr,
+    ParsedFrame, Position, Syndrome, With, bth::BthRepr,
 };
 
 use crate::cq::WcStatus;
@@ -27,6 +27,7 @@ mod rc;
 mod tests;
 mod uc;
 mod ud;
+mod xrc;
 
 /// Responses a responder queues beyond its READ/atomic resources before it drops duplicate
 /// requests, which bounds its memory against a peer that floods them.
@@ -56,8 +57,14 @@ pub(crate) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
     }
     match qp.init.qp_type {
         QpType::Rc => rc::handle(qp, sh, pkt),
+        QpType::XrcRecv => {
+            xrc::target(qp, sh, pkt);
+            rc::handle(qp, sh, pkt)
+        }
         QpType::Uc => uc::handle(qp, sh, pkt),
         QpType::Ud => ud::handle(qp, sh, pkt),
+        // An initiator receives only responses (the engine's dispatch).
+        QpType::XrcSend => {}
     }
 }
 
@@ -73,10 +80,12 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
     let mtu = qp.mtu(sh);
     let front = qp.resp.out.front_mut()?;
     let mut ext = ExtRepr::default();
+    let transport = qp.init.qp_type.transport();
+    let only = |op| Opcode::build(transport, op, Position::Only, With::Nothing);
     let (opcode, psn, payload_len, done) = match *front {
         Response::Ack { psn, syndrome, msn } => {
             ext.aeth = Some(AethRepr { syndrome, msn });
-            (Opcode::RcAcknowledge, psn, 0, true)
+            (only(Operation::Acknowledge)?, psn, 0, true)
         }
         Response::Atomic { psn, orig, msn, .. } => {
             ext.aeth = Some(AethRepr {
@@ -84,7 +93,7 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
                 msn,
             });
             ext.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
-            (Opcode::RcAtomicAcknowledge, psn, 0, true)
+            (only(Operation::AtomicAcknowledge)?, psn, 0, true)
         }
         Response::Read {
             psn,
@@ -96,13 +105,8 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
             let n = left.min(mtu);
             let last = n == left;
             let pos = Position::of(first, last);
-            let opcode = Opcode::build(
-                Transport::Rc,
-                Operation::RdmaReadResponse,
-                pos,
-                With::Nothing,
-            )
-            .expect("READ responses have every position");
+            let opcode = Opcode::build(transport, Operation::RdmaReadResponse, pos, With::Nothing)
+                .expect("RC and XRC READ responses have every position");
             if first || last {
                 ext.aeth = Some(AethRepr {
                     syndrome: ack_syndrome(),
