@@ -186,6 +186,7 @@ fn traffic(
                 QpType::Rc => (50_000, 0),
                 QpType::Uc => (3000, 0),
                 QpType::Ud => (1000, 40),
+                QpType::XrcSend | QpType::XrcRecv => unreachable!("RC, UC and UD only"),
             };
             assert_eq!(w.status, WcStatus::Success, "{w:?}");
             assert_eq!(w.byte_len as usize, len + at, "{w:?}");
@@ -293,6 +294,7 @@ fn traffic(
                     post(&mut dev, qp, 6, SendOp::Send, sge(src, 1000, ks), Some(ud));
                     posted += 1;
                 }
+                QpType::XrcSend | QpType::XrcRecv => unreachable!("RC, UC and UD only"),
             }
         }
         let wcs = dev.wait(cq, posted, WAIT);
