@@ -366,6 +366,7 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
                 Kind::FetchAdd,
                 Kind::CompareSwap,
             ],
+            QpType::XrcSend | QpType::XrcRecv => unreachable!("flows are RC, UC or UD"),
         };
         let kind = kinds[rng.below(kinds.len() as u64) as usize];
         let len = match (qp_type, kind) {
@@ -406,6 +407,7 @@ fn make_flow(sim: &mut Sim, rng: &mut Rng, f: usize, settings: &Settings) -> Res
                 QpType::Ud => 40 + mtu,
                 QpType::Uc => 16 * 1024 + 3 * mtu + 17,
                 QpType::Rc => len + rng.below(3) as usize,
+                QpType::XrcSend | QpType::XrcRecv => unreachable!("flows are RC, UC or UD"),
             };
             recvs.push((alloc(sim, 1, &[], room), room));
         }
