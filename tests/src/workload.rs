@@ -641,6 +641,7 @@ fn check_receiver(sim: &Sim, f: &Flow, sender_ok: usize, ordered: bool) -> Resul
                 let id = bytes(sim, f.b, addr, 8);
                 (u64::from_le_bytes(id.try_into().expect("8")) & 0xffff_ffff) as usize
             }
+            QpType::XrcSend | QpType::XrcRecv => unreachable!("flows are RC, UC or UD"),
         };
         let strict = ordered || f.qp_type == QpType::Rc;
         if (strict && last.is_some_and(|l| i <= l))
