@@ -60,6 +60,10 @@ pub struct SendSlot {
     pub traffic_class: u8,
     /// Zero.
     pub reserved: [u8; 5],
+    /// XRC: whether `xrc_srqn` is set.
+    pub has_xrc: u32,
+    /// XRC: the SRQ at the target the request goes to.
+    pub xrc_srqn: u32,
 }
 
 /// A receive slot's header; `num_sge` [`SgeSlot`]s follow it.
@@ -240,6 +244,9 @@ pub fn encode_send(wr: &SendWr, inline: Option<&[u8]>, slot: &mut [u8]) -> Optio
         h.hop_limit = ud.ah.hop_limit;
         h.traffic_class = ud.ah.traffic_class;
     }
+    if let Some(srqn) = wr.xrc_srqn {
+        (h.has_xrc, h.xrc_srqn) = (1, srqn);
+    }
     let inline = inline.unwrap_or_default();
     h.num_sge = u32::try_from(wr.sgl.len()).ok()?;
     h.inline_len = u32::try_from(inline.len()).ok()?;
@@ -318,7 +325,7 @@ pub fn decode_send(slot: &[u8]) -> Option<(SendWr, Option<Vec<u8>>)> {
         sgl,
         flags: SendFlags::from_bits(h.flags)?,
         ud,
-        xrc_srqn: None,
+        xrc_srqn: (h.has_xrc != 0).then_some(h.xrc_srqn),
     };
     let inline = match wr.is_inline() {
         true => Some(
@@ -440,12 +447,12 @@ mod tests {
 
     #[test]
     fn the_layouts_are_what_both_sides_compile() {
-        assert_eq!(size_of::<SendSlot>(), 96);
+        assert_eq!(size_of::<SendSlot>(), 104);
         assert_eq!(size_of::<RecvSlot>(), 16);
         assert_eq!(size_of::<SgeSlot>(), 16);
         assert_eq!(CQE_SLOT, 40);
-        assert_eq!(send_slot_size(&QpCap::new(16, 1, 0)), 112);
-        assert_eq!(send_slot_size(&QpCap::new(16, 1, 60)), 176);
+        assert_eq!(send_slot_size(&QpCap::new(16, 1, 0)), 120);
+        assert_eq!(send_slot_size(&QpCap::new(16, 1, 60)), 184);
         assert_eq!(recv_slot_size(1), 32);
     }
 
@@ -535,10 +542,11 @@ mod tests {
             sgl in proptest::collection::vec(sge(), 0..4),
             inline in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..64)),
             ud in ud(),
+            xrc_srqn in proptest::option::of(0..1u32 << 24),
         ) {
             let mut flags = SendFlags::SIGNALED | SendFlags::FENCE;
             flags.set(SendFlags::INLINE, inline.is_some());
-            let wr = SendWr { wr_id, op, sgl, flags, ud };
+            let wr = SendWr { wr_id, op, sgl, flags, ud, xrc_srqn };
             let mut slot = vec![0u8; send_slot_size(&QpCap::new(1, 4, 64)) as usize];
             let n = encode_send(&wr, inline.as_deref(), &mut slot).unwrap();
             let (back, bytes) = decode_send(&slot[..n]).unwrap();
