@@ -93,16 +93,11 @@ pub struct Frame {
     pub data: Vec<u8>,
 }
 
-/// A QP's rings: its send ring and, unless it has an SRQ, its receive ring.
+/// A QP's rings: its send ring and its receive ring, which a QP on an SRQ and an XRC
+/// initiator (which receives nothing) do not have.
 struct QpRings {
     sq: SendQueue,
-    rq: Receives,
-}
-
-/// Where a QP's receives go.
-enum Receives {
-    Ring(RecvQueue),
-    Srq(u32),
+    rq: Option<RecvQueue>,
 }
 
 /// A QP's send ring, with what `ibv_post_send` checks against.
@@ -530,8 +525,9 @@ impl Client {
                     state: QpState::Reset,
                 };
                 let rq = match (init.srq, rq) {
-                    (Some(srq), _) => Receives::Srq(srq),
-                    (None, Some(rq)) => Receives::Ring(RecvQueue::new(
+                    (Some(_), _) => None,
+                    (None, None) if init.qp_type == QpType::XrcSend => None,
+                    (None, Some(rq)) => Some(RecvQueue::new(
                         self.ring(rq)?,
                         init.cap.max_recv_wr,
                         init.cap.max_recv_sge,
@@ -565,11 +561,7 @@ impl Client {
                 ring.drop_waiting(|s| slot::decode_wc(s).is_some_and(|w| w.qp_num == qpn));
             }
             // Its receives went without completions (IBA 10.3.1): the queue is empty.
-            if let Some(QpRings {
-                rq: Receives::Ring(r),
-                ..
-            }) = self.qps.get_mut(&qpn)
-            {
+            if let Some(QpRings { rq: Some(r), .. }) = self.qps.get_mut(&qpn) {
                 r.outstanding = 0;
             }
         }
@@ -692,10 +684,7 @@ impl Client {
                 message: "the QP is in RESET".into(),
             });
         }
-        let q = queue(self.qps.get_mut(&qpn).and_then(|q| match &mut q.rq {
-            Receives::Ring(r) => Some(r),
-            Receives::Srq(_) => None,
-        }))?;
+        let q = queue(self.qps.get_mut(&qpn).and_then(|q| q.rq.as_mut()))?;
         q.push(wr)?;
         announce(&mut self.notices, &q.ring, WorkQueue::Recv(qpn));
         Ok(())
@@ -754,10 +743,10 @@ impl Client {
         }
         // A receive completion frees its work request's place in the queue.
         for wc in out[..got].iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
-            let queue = match self.qps.get_mut(&wc.qp_num).map(|q| &mut q.rq) {
-                Some(Receives::Ring(r)) => Some(r),
-                Some(Receives::Srq(srq)) => self.srqs.get_mut(srq),
-                None => None,
+            let queue = match wc.srq {
+                // An XRC SRQ's completions name target QPs this program may not know.
+                Some(srq) => self.srqs.get_mut(&srq),
+                None => self.qps.get_mut(&wc.qp_num).and_then(|q| q.rq.as_mut()),
             };
             if let Some(q) = queue {
                 q.outstanding = q.outstanding.saturating_sub(1);
@@ -917,11 +906,17 @@ impl Client {
 
     /// `ibv_create_srq`.
     pub fn create_srq(&mut self, pd: u32, max_wr: u32, max_sge: u32) -> Result<u32> {
-        match self.call(Request::CreateSrq {
+        let req = Request::CreateSrq {
             pd,
             max_wr,
             max_sge,
-        })? {
+        };
+        self.srq_with_ring(req, max_wr, max_sge)
+    }
+
+    /// An SRQ the daemon made, with its ring mapped.
+    fn srq_with_ring(&mut self, req: Request, max_wr: u32, max_sge: u32) -> Result<u32> {
+        match self.call(req)? {
             Reply::SrqCreated { srq, ring } => {
                 let ring = self.ring(ring)?;
                 self.srqs.insert(srq, RecvQueue::new(ring, max_wr, max_sge));
@@ -929,6 +924,55 @@ impl Client {
             }
             r => Err(unexpected(r)),
         }
+    }
+
+    /// `ibv_open_xrcd`: a new XRC domain, or (`file`: the device and inode of the file the
+    /// program named) the one the daemon's programs share for that file.
+    pub fn open_xrcd(
+        &mut self,
+        file: Option<(u64, u64)>,
+        create: bool,
+        exclusive: bool,
+    ) -> Result<u32> {
+        self.handle(Request::OpenXrcd {
+            file,
+            create,
+            exclusive,
+        })
+    }
+
+    /// `ibv_close_xrcd`.
+    pub fn close_xrcd(&mut self, xrcd: u32) -> Result<()> {
+        self.release(Request::CloseXrcd(xrcd))
+    }
+
+    /// `ibv_create_srq_ex` for an XRC SRQ; its handle is its number.
+    pub fn create_xrc_srq(
+        &mut self,
+        pd: u32,
+        xrcd: u32,
+        cq: u32,
+        max_wr: u32,
+        max_sge: u32,
+    ) -> Result<u32> {
+        let req = Request::CreateXrcSrq {
+            pd,
+            xrcd,
+            cq,
+            max_wr,
+            max_sge,
+        };
+        self.srq_with_ring(req, max_wr, max_sge)
+    }
+
+    /// An XRC target QP (`IBV_QPT_XRC_RECV`): no rings, as it has no queues of its own.
+    pub fn create_xrc_recv_qp(&mut self, xrcd: u32) -> Result<u32> {
+        self.handle(Request::CreateXrcRecvQp { xrcd })
+    }
+
+    /// `ibv_open_qp`: an XRC target QP of domain `xrcd`.
+    pub fn open_qp(&mut self, xrcd: u32, qpn: u32) -> Result<()> {
+        self.ok(Request::OpenQp { xrcd, qpn })
     }
 
     /// `ibv_post_srq_recv`, through the SRQ's ring.

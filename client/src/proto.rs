@@ -31,7 +31,7 @@ pub fn default_socket() -> std::path::PathBuf {
 }
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -238,6 +238,45 @@ pub enum Request {
     },
     /// `ibv_destroy_srq`.
     DestroySrq(u32),
+    /// `ibv_open_xrcd`: a new XRC domain, or the one the daemon's programs opened with the
+    /// same file.
+    OpenXrcd {
+        /// The file's device and inode (`fd` given), shared by every program that names it.
+        file: Option<(u64, u64)>,
+        /// `O_CREAT`: make the file's domain if there is none yet.
+        create: bool,
+        /// `O_EXCL`: the file must have no domain yet.
+        exclusive: bool,
+    },
+    /// `ibv_close_xrcd`.
+    CloseXrcd(u32),
+    /// `ibv_create_srq_ex` with `IBV_SRQT_XRC`: answered like [`Request::CreateSrq`], the
+    /// handle being the SRQ number.
+    CreateXrcSrq {
+        /// The PD (its R_Keys serve requests to the SRQ).
+        pd: u32,
+        /// The XRC domain.
+        xrcd: u32,
+        /// Where its completions go.
+        cq: u32,
+        /// Capacity.
+        max_wr: u32,
+        /// SGEs per WR.
+        max_sge: u32,
+    },
+    /// `ibv_create_qp_ex` with `IBV_QPT_XRC_RECV`: an XRC target QP, answered with its number.
+    CreateXrcRecvQp {
+        /// The XRC domain.
+        xrcd: u32,
+    },
+    /// `ibv_open_qp`: another program's XRC target QP in a domain this one opened, to modify,
+    /// query and close.
+    OpenQp {
+        /// The XRC domain.
+        xrcd: u32,
+        /// The QP.
+        qpn: u32,
+    },
     /// `ibv_alloc_mw`.
     AllocMw {
         /// The PD.

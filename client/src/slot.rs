@@ -114,6 +114,10 @@ pub struct CqeSlot {
     pub solicited: u16,
     /// `ibv_wc.sl`.
     pub sl: u16,
+    /// Whether `srq` is set.
+    pub has_srq: u32,
+    /// The SRQ the receive's work request came from.
+    pub srq: u32,
 }
 
 impl CqeSlot {
@@ -373,6 +377,8 @@ pub fn encode_wc(wc: &Wc) -> CqeSlot {
         wc_flags: wc.wc_flags.bits(),
         solicited: u16::from(wc.solicited),
         sl: u16::from(wc.sl),
+        has_srq: u32::from(wc.srq.is_some()),
+        srq: wc.srq.unwrap_or(0),
     }
 }
 
@@ -390,6 +396,7 @@ pub fn decode_wc(slot: &[u8]) -> Option<Wc> {
         wc_flags: WcFlags::from_bits(c.wc_flags)?,
         solicited: c.solicited != 0,
         sl: u8::try_from(c.sl).ok()?,
+        srq: (c.has_srq != 0).then_some(c.srq),
     })
 }
 
@@ -450,7 +457,7 @@ mod tests {
         assert_eq!(size_of::<SendSlot>(), 104);
         assert_eq!(size_of::<RecvSlot>(), 16);
         assert_eq!(size_of::<SgeSlot>(), 16);
-        assert_eq!(CQE_SLOT, 40);
+        assert_eq!(CQE_SLOT, 48);
         assert_eq!(send_slot_size(&QpCap::new(16, 1, 0)), 120);
         assert_eq!(send_slot_size(&QpCap::new(16, 1, 60)), 184);
         assert_eq!(recv_slot_size(1), 32);

@@ -19,6 +19,21 @@ pub(super) struct Owned {
     pub pds: BTreeSet<u32>,
     pub mrs: BTreeSet<u32>,
     pub mws: BTreeSet<u32>,
+    /// XRC domains, with how many times this context opened each.
+    pub xrcds: BTreeMap<u32, u32>,
+    /// XRC target QPs it created, and those of others it opened (`ibv_open_qp`).
+    pub xrc_qps: BTreeSet<u32>,
+    pub opened_qps: BTreeSet<u32>,
+}
+
+impl Owned {
+    /// Whether the context may modify and query the QP: one it created (those with a send
+    /// ring are in `rings`), or an XRC target QP it created or opened.
+    pub fn has_qp(&self, rings: &Rings, qpn: u32) -> bool {
+        rings.sqs.contains_key(&qpn)
+            || self.xrc_qps.contains(&qpn)
+            || self.opened_qps.contains(&qpn)
+    }
 }
 
 /// One connection, as the control thread serves it.
@@ -180,14 +195,16 @@ impl Port {
             Event::CommEstablished { qpn }
             | Event::SqDrained { qpn }
             | Event::LastWqeReached { qpn }
-            | Event::QpFatal { qpn } => r.sqs.contains_key(&qpn),
+            | Event::QpFatal { qpn } => {
+                r.sqs.contains_key(&qpn) || self.owned.xrc_qps.contains(&qpn)
+            }
         }
     }
 
     /// Frees everything the context owns, QPs first (their WRs are flushed), then windows,
     /// regions, SRQs, CQs and PDs.
     pub fn release(&self, engine: &mut Engine<ProcessMemory>) {
-        for &qpn in self.rings.sqs.keys() {
+        for &qpn in self.rings.sqs.keys().chain(&self.owned.xrc_qps) {
             let _ = engine.destroy_qp(qpn);
         }
         for &key in &self.owned.mws {
@@ -210,6 +227,7 @@ impl Port {
     /// PDs, MRs, CQs and QPs held.
     pub fn counts(&self) -> [u32; 4] {
         let (o, r) = (&self.owned, &self.rings);
-        [o.pds.len(), o.mrs.len(), r.cqs.len(), r.sqs.len()].map(|n| n as u32)
+        let qps = r.sqs.len() + o.xrc_qps.len();
+        [o.pds.len(), o.mrs.len(), r.cqs.len(), qps].map(|n| n as u32)
     }
 }

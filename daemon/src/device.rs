@@ -54,6 +54,9 @@ pub(crate) struct Device {
     pub multicast: BTreeSet<[u8; 6]>,
     /// The contexts that opened it, by context index.
     pub ports: BTreeMap<usize, Port>,
+    /// The XRC domains opened with a file, by its device and inode: every program that names
+    /// the file shares its domain.
+    pub xrcd_files: BTreeMap<(u64, u64), u32>,
     /// The interface's MAC changed since the control thread last looked (rdma_cm tells the
     /// ids bound to it).
     pub moved: bool,

@@ -18,6 +18,7 @@ mod requests;
 mod rings;
 mod switch;
 mod worker;
+mod xrc;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read};
@@ -316,6 +317,7 @@ impl Daemon {
                 "context closed, its objects freed"
             );
             port.release(&mut dev.engine);
+            xrc::forget(&mut dev, port.owned.xrcds.keys().copied());
         }
         dev.engine.memory_mut().detach(ctx.space);
         dev.info.contexts = dev.info.contexts.saturating_sub(1);
@@ -443,6 +445,7 @@ impl Daemon {
             neighbours: HashMap::new(),
             multicast: BTreeSet::new(),
             ports: BTreeMap::new(),
+            xrcd_files: BTreeMap::new(),
             moved: false,
         };
         tracing::info!(

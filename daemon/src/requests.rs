@@ -4,7 +4,7 @@
 //! (EINVAL otherwise), so no program reaches another's objects; and every remote access goes
 //! through the engine's key and PD checks, so none reaches another's memory.
 
-use softrnic_emu_core::{AttrMask, Span, VerbsError, key_index};
+use softrnic_emu_core::{AttrMask, QpType, Span, VerbsError, key_index};
 
 use crate::context::Port;
 use crate::rings::Rings;
@@ -14,7 +14,7 @@ use softrnic_client::shm::Region;
 use softrnic_client::slot;
 use softrnic_sys as sys;
 
-fn error(errno: i32, message: impl Into<String>) -> Reply {
+pub(crate) fn error(errno: i32, message: impl Into<String>) -> Reply {
     Reply::Error {
         errno,
         message: message.into(),
@@ -25,7 +25,7 @@ fn verbs(e: VerbsError) -> Reply {
     error(e.errno(), e.to_string())
 }
 
-fn handle_or<T>(r: softrnic_emu_core::Result<T>, f: impl FnOnce(T) -> Reply) -> Reply {
+pub(crate) fn handle_or<T>(r: softrnic_emu_core::Result<T>, f: impl FnOnce(T) -> Reply) -> Reply {
     r.map_or_else(verbs, f)
 }
 
@@ -227,8 +227,17 @@ impl Daemon {
                 Err(e) => return error(libc::EHOSTUNREACH, e.to_string()),
             }
         }
-        let send_fds = &mut self.contexts[i].as_mut().expect("open").send_fds;
         let dev = &mut *dev;
+        match req {
+            Request::OpenXrcd {
+                file,
+                create,
+                exclusive,
+            } => return crate::xrc::open(dev, i, file, create, exclusive),
+            Request::CloseXrcd(xrcd) => return crate::xrc::close(dev, i, xrcd),
+            _ => {}
+        }
+        let send_fds = &mut self.contexts[i].as_mut().expect("open").send_fds;
         let engine = &mut dev.engine;
         let ctx = dev.ports.get_mut(&i).expect("opened");
         let o = &mut ctx.owned;
@@ -345,9 +354,10 @@ impl Daemon {
                         .rings
                         .new_ring(init.cap.max_send_wr, slot::send_slot_size(&init.cap))
                         .and_then(|sq| {
-                            let rq = match init.srq {
-                                Some(_) => None,
-                                None => match ctx.rings.new_ring(
+                            // No receive ring on an SRQ, nor for an XRC initiator.
+                            let rq = match (init.srq, init.qp_type) {
+                                (Some(_), _) | (_, QpType::XrcSend) => None,
+                                (None, _) => match ctx.rings.new_ring(
                                     init.cap.max_recv_wr,
                                     slot::recv_slot_size(init.cap.max_recv_sge),
                                 ) {
@@ -380,11 +390,38 @@ impl Daemon {
                     }
                 })
             }
-            Request::ModifyQp { qpn, attr, mask } if ctx.rings.sqs.contains_key(&qpn) => {
+            Request::ModifyQp { qpn, attr, mask } if o.has_qp(&ctx.rings, qpn) => {
                 handle_or(engine.modify_qp(qpn, &attr, mask), |()| Reply::Ok)
             }
-            Request::QueryQp(qpn) if ctx.rings.sqs.contains_key(&qpn) => {
+            Request::QueryQp(qpn) if o.has_qp(&ctx.rings, qpn) => {
                 handle_or(engine.query_qp(qpn), |(a, c)| Reply::Qp(a, c))
+            }
+            // Closing an opened XRC target QP leaves it to its creator.
+            Request::DestroyQp(qpn) if o.opened_qps.contains(&qpn) => {
+                o.opened_qps.remove(&qpn);
+                Reply::Ok
+            }
+            Request::DestroyQp(qpn) if o.xrc_qps.contains(&qpn) => {
+                handle_or(engine.destroy_qp(qpn), |()| {
+                    o.xrc_qps.remove(&qpn);
+                    Reply::Ok
+                })
+            }
+            Request::CreateXrcRecvQp { xrcd } if o.xrcds.contains_key(&xrcd) => {
+                handle_or(engine.create_xrc_recv_qp(xrcd), |qpn| {
+                    o.xrc_qps.insert(qpn);
+                    Reply::Handle(qpn)
+                })
+            }
+            Request::OpenQp { xrcd, qpn } if o.xrcds.contains_key(&xrcd) => {
+                if engine.xrcd_of(qpn) != Some(xrcd) {
+                    return error(
+                        libc::EINVAL,
+                        "no XRC target QP of that number in the domain",
+                    );
+                }
+                o.opened_qps.insert(qpn);
+                Reply::Ok
             }
             Request::DestroyQp(qpn) if ctx.rings.sqs.contains_key(&qpn) => {
                 handle_or(engine.destroy_qp(qpn), |()| {
@@ -427,18 +464,23 @@ impl Daemon {
                 pd,
                 max_wr,
                 max_sge,
-            } if o.pds.contains(&pd) => handle_or(engine.create_srq(pd, max_wr, max_sge), |srq| {
-                match ctx.rings.new_ring(max_wr, slot::recv_slot_size(max_sge)) {
-                    Ok((info, ring)) => {
-                        ctx.rings.srqs.insert(srq, ring);
-                        Reply::SrqCreated { srq, ring: info }
-                    }
-                    Err(e) => {
-                        let _ = engine.destroy_srq(srq);
-                        error(libc::ENOMEM, e.to_string())
-                    }
-                }
-            }),
+            } if o.pds.contains(&pd) => {
+                let made = engine.create_srq(pd, max_wr, max_sge);
+                srq_with_ring(engine, ctx, made, max_wr, max_sge)
+            }
+            Request::CreateXrcSrq {
+                pd,
+                xrcd,
+                cq,
+                max_wr,
+                max_sge,
+            } if o.pds.contains(&pd)
+                && o.xrcds.contains_key(&xrcd)
+                && ctx.rings.cqs.contains_key(&cq) =>
+            {
+                let made = engine.create_xrc_srq(pd, xrcd, cq, max_wr, max_sge);
+                srq_with_ring(engine, ctx, made, max_wr, max_sge)
+            }
             Request::ModifySrq { srq, limit } if ctx.rings.srqs.contains_key(&srq) => {
                 handle_or(engine.modify_srq_limit(srq, limit), |()| Reply::Ok)
             }
@@ -466,6 +508,28 @@ impl Daemon {
             _ => error(libc::EINVAL, NOT_OURS),
         }
     }
+}
+
+/// The reply to an SRQ made in the engine: its receive ring, or ENOMEM (and no SRQ).
+fn srq_with_ring(
+    engine: &mut softrnic_emu_core::Engine<crate::ProcessMemory>,
+    ctx: &mut Port,
+    made: softrnic_emu_core::Result<u32>,
+    max_wr: u32,
+    max_sge: u32,
+) -> Reply {
+    handle_or(made, |srq| {
+        match ctx.rings.new_ring(max_wr, slot::recv_slot_size(max_sge)) {
+            Ok((info, ring)) => {
+                ctx.rings.srqs.insert(srq, ring);
+                Reply::SrqCreated { srq, ring: info }
+            }
+            Err(e) => {
+                let _ = engine.destroy_srq(srq);
+                error(libc::ENOMEM, e.to_string())
+            }
+        }
+    })
 }
 
 /// Whether `len` bytes at `addr` are mapped in process `pid`: like a kernel provider pinning

@@ -132,6 +132,9 @@ pub struct Wc {
     /// `roce_pkt_type`, which UCX's UD transport reads to find the destination address in the
     /// GRH) it holds the packet type: [`SL_ROCE_V2_IPV4`] or [`SL_ROCE_V2_IPV6`].
     pub sl: u8,
+    /// The SRQ a receive completion's work request came from (not in `ibv_wc`: for the
+    /// program's library, whose SRQ has room again, as a hardware CQE names its SRQ).
+    pub srq: Option<u32>,
 }
 
 /// `ibv_wc.sl` of a RoCEv2 datagram over IPv4: UDP present (bit 3), L3 type 2 (bits 2:0).
@@ -153,6 +156,7 @@ impl Wc {
             wc_flags: WcFlags::empty(),
             solicited: false,
             sl: 0,
+            srq: None,
         }
     }
 }

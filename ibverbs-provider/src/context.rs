@@ -13,7 +13,7 @@ use softrnic_emu_core::{DeviceAttr, Event, Gid};
 
 use crate::abi::*;
 use crate::device::Device;
-use crate::{cq, memory, qp, set_errno};
+use crate::{cq, memory, qp, set_errno, xrc};
 
 /// The objects events name, by their daemon handle (as addresses of their C structures).
 #[derive(Default)]
@@ -138,6 +138,11 @@ fn open(device: *mut Device) -> Result<*mut Context, Error> {
     v.query_device_ex = Some(query_device_ex);
     v.create_cq_ex = Some(cq::create_cq_ex);
     v.create_qp_ex = Some(qp::create_qp_ex);
+    v.open_xrcd = Some(xrc::open_xrcd);
+    v.close_xrcd = Some(xrc::close_xrcd);
+    v.create_srq_ex = Some(xrc::create_srq_ex);
+    v.get_srq_num = Some(xrc::get_srq_num);
+    v.open_qp = Some(xrc::open_qp);
     let c = &mut v.context;
     c.device = device.cast();
     c.cmd_fd = cmd_fd;
@@ -231,7 +236,8 @@ fn device_attr(ctx: &Context) -> ibv_device_attr {
         | IBV_DEVICE_RC_RNR_NAK_GEN
         | IBV_DEVICE_MEM_WINDOW
         | IBV_DEVICE_MEM_MGT_EXTENSIONS
-        | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+        | IBV_DEVICE_MEM_WINDOW_TYPE_2B
+        | IBV_DEVICE_XRC;
     a.max_sge = d.max_sge as c_int;
     a.max_sge_rd = d.max_sge as c_int;
     a.max_cq = d.max_cq as c_int;

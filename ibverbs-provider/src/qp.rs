@@ -1,7 +1,8 @@
 //! Queue pairs and shared receive queues: creation, state changes, and posting work requests
 //! into their rings.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
+use std::ptr;
 
 use softrnic_client::client::Client;
 use softrnic_emu_core::{Gid, QpInit, QpType};
@@ -40,6 +41,46 @@ impl Qp {
     pub fn qp_type(&self) -> QpType {
         self.qp_type
     }
+
+    /// What the program reads of QP `qpn`, in RESET, without PD, CQs or SRQ.
+    pub(crate) fn base(
+        context: *mut ibv_context,
+        qpn: u32,
+        qp_type: u32,
+        qp_context: *mut c_void,
+    ) -> ibv_qp {
+        // SAFETY: ibv_qp is plain data; a zeroed pthread mutex/cond is their initializer.
+        let mut q: ibv_qp = unsafe { std::mem::zeroed() };
+        q.context = context;
+        q.qp_context = qp_context;
+        q.handle = qpn;
+        q.qp_num = qpn;
+        q.state = IBV_QPS_RESET;
+        q.qp_type = qp_type;
+        q
+    }
+
+    /// The program's QP object for `base`, listed in its context.
+    ///
+    /// # Safety
+    /// `base.context` must be one of ours.
+    pub(crate) unsafe fn boxed(base: ibv_qp, qp_type: QpType, sq_sig_all: bool) -> *mut Qp {
+        // SAFETY: plain data, as above.
+        let mut ex: ibv_qp_ex = unsafe { std::mem::zeroed() };
+        ex.qp_base = base;
+        qp_ex::install(&mut ex);
+        let p = Box::into_raw(Box::new(Qp {
+            ex,
+            wr_flush: Some(qp_ex::wr_flush),
+            qp_type,
+            sq_sig_all,
+            batch: qp_ex::Batch::default(),
+        }));
+        // SAFETY: the caller's.
+        let ctx = unsafe { Context::from_ibv(base.context) };
+        ctx.lock().objects.qps.insert(base.qp_num, p as usize);
+        p
+    }
 }
 
 /// An SRQ: its C structure and what `ibv_query_srq` reports.
@@ -71,7 +112,10 @@ const SEND_OPS_SUPPORTED: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
 /// Makes a QP from extended attributes (the classic call passes the same leading fields).
 unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Result<*mut Qp, c_int> {
     let qp_type = convert::qp_type(a.qp_type)?;
-    if a.pd.is_null() || a.send_cq.is_null() || (a.recv_cq.is_null() && a.srq.is_null()) {
+    // An XRC initiator receives nothing: it needs no receive CQ.
+    let receives = qp_type != QpType::XrcSend;
+    if a.pd.is_null() || a.send_cq.is_null() || (receives && a.recv_cq.is_null() && a.srq.is_null())
+    {
         return Err(libc::EINVAL);
     }
     let recv_cq = if a.recv_cq.is_null() {
@@ -92,33 +136,16 @@ unsafe fn create(context: *mut ibv_context, a: &mut ibv_qp_init_attr_ex) -> Resu
     let ctx = Context::from_ibv(context);
     let pd = (*a.pd).handle;
     let qpn = ctx.call("ibv_create_qp", |c| c.create_qp(pd, init))?;
-    // SAFETY: ibv_qp_ex is plain data; a zeroed pthread mutex/cond is their initializer.
-    let mut ex: ibv_qp_ex = std::mem::zeroed();
-    let q = &mut ex.qp_base;
-    q.context = context;
-    q.qp_context = a.qp_context;
-    q.pd = a.pd;
-    q.send_cq = a.send_cq;
-    q.recv_cq = recv_cq;
-    q.srq = a.srq;
-    q.handle = qpn;
-    q.qp_num = qpn;
-    q.state = IBV_QPS_RESET;
-    q.qp_type = a.qp_type;
-    qp_ex::install(&mut ex);
-    let p = Box::into_raw(Box::new(Qp {
-        ex,
-        wr_flush: Some(qp_ex::wr_flush),
-        qp_type,
-        sq_sig_all: a.sq_sig_all != 0,
-        batch: qp_ex::Batch::default(),
-    }));
-    ctx.lock().objects.qps.insert(qpn, p as usize);
-    Ok(p)
+    let mut base = Qp::base(context, qpn, a.qp_type, a.qp_context);
+    base.pd = a.pd;
+    base.send_cq = a.send_cq;
+    base.recv_cq = if receives { recv_cq } else { ptr::null_mut() };
+    base.srq = a.srq;
+    Ok(Qp::boxed(base, qp_type, a.sq_sig_all != 0))
 }
 
-/// `verbs_context.create_qp_ex`: XRC, RSS, TSO and creation flags other than blocking
-/// multicast self-loopback are EOPNOTSUPP.
+/// `verbs_context.create_qp_ex`: RSS, TSO and creation flags other than blocking multicast
+/// self-loopback are EOPNOTSUPP.
 pub unsafe extern "C" fn create_qp_ex(
     context: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
@@ -127,8 +154,10 @@ pub unsafe extern "C" fn create_qp_ex(
         return or_null(Err(libc::EINVAL));
     }
     let a = &mut *attr;
-    let known =
-        IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    let known = IBV_QP_INIT_ATTR_PD
+        | IBV_QP_INIT_ATTR_XRCD
+        | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+        | IBV_QP_INIT_ATTR_CREATE_FLAGS;
     let unsupported = a.comp_mask & !known != 0
         || (a.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS != 0
             && a.create_flags & !IBV_QP_CREATE_BLOCK_SELF_MCAST_LB != 0)
@@ -136,6 +165,9 @@ pub unsafe extern "C" fn create_qp_ex(
             && a.send_ops_flags & !SEND_OPS_SUPPORTED != 0);
     if unsupported {
         return or_null(Err(libc::EOPNOTSUPP));
+    }
+    if a.qp_type == IBV_QPT_XRC_RECV {
+        return or_null(crate::xrc::create_recv_qp(context, a).map(|p| p.cast()));
     }
     if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
         return or_null(Err(libc::EINVAL));
@@ -290,22 +322,48 @@ unsafe fn create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> Result<*m
     let id = ctx.call("ibv_create_srq", |c| {
         c.create_srq((*pd).handle, max_wr, max_sge)
     })?;
-    // SAFETY: plain data; a zeroed pthread mutex/cond is their initializer.
-    let mut srq: ibv_srq = std::mem::zeroed();
-    srq.context = (*pd).context;
-    srq.srq_context = (*attr).srq_context;
-    srq.pd = pd;
-    srq.handle = id;
-    let limit = 0;
-    let p = Box::into_raw(Box::new(Srq {
-        srq,
-        id,
-        max_wr,
-        max_sge,
-        limit,
-    }));
-    ctx.lock().objects.srqs.insert(id, p as usize);
-    Ok(p)
+    Ok(Srq::boxed(pd, (*attr).srq_context, id, &(*attr).attr))
+}
+
+impl Srq {
+    /// The program's SRQ object for SRQ `id` of `pd`, listed in its context.
+    ///
+    /// # Safety
+    /// `pd` must be one of ours.
+    pub(crate) unsafe fn boxed(
+        pd: *mut ibv_pd,
+        srq_context: *mut c_void,
+        id: u32,
+        attr: &ibv_srq_attr,
+    ) -> *mut Srq {
+        // SAFETY: plain data; a zeroed pthread mutex/cond is their initializer.
+        let mut srq: ibv_srq = unsafe { std::mem::zeroed() };
+        // SAFETY: the caller's.
+        let context = unsafe { (*pd).context };
+        srq.context = context;
+        srq.srq_context = srq_context;
+        srq.pd = pd;
+        srq.handle = id;
+        let p = Box::into_raw(Box::new(Srq {
+            srq,
+            id,
+            max_wr: attr.max_wr,
+            max_sge: attr.max_sge,
+            limit: 0,
+        }));
+        // SAFETY: the caller's.
+        unsafe { Context::from_ibv(context) }
+            .lock()
+            .objects
+            .srqs
+            .insert(id, p as usize);
+        p
+    }
+
+    /// Its number (`ibv_get_srq_num`): the daemon's handle.
+    pub(crate) fn num(&self) -> u32 {
+        self.id
+    }
 }
 
 exported! {

@@ -265,8 +265,8 @@ unsafe extern "C" fn wr_send_tso(p: *mut ibv_qp_ex, _: *mut c_void, _: u16, _: u
     fail(p, libc::EOPNOTSUPP);
 }
 
-unsafe extern "C" fn wr_set_xrc_srqn(p: *mut ibv_qp_ex, _: u32) {
-    fail(p, libc::EOPNOTSUPP);
+unsafe extern "C" fn wr_set_xrc_srqn(p: *mut ibv_qp_ex, remote_srqn: u32) {
+    last(p, |wr, _| wr.xrc_srqn = Some(remote_srqn));
 }
 
 /// `ibv_wr_atomic_write`: the 8 bytes at `value` are taken now.

@@ -29,15 +29,15 @@ pub fn access(flags: u32) -> Result<Access, c_int> {
     ))
 }
 
-/// A QP type softrnic runs, else EOPNOTSUPP (XRC, raw packet, driver QPs).
+/// A QP type softrnic runs, else EOPNOTSUPP (raw packet, driver QPs).
 pub fn qp_type(t: u32) -> Result<QpType, c_int> {
     match t {
         IBV_QPT_RC => Ok(QpType::Rc),
         IBV_QPT_UC => Ok(QpType::Uc),
         IBV_QPT_UD => Ok(QpType::Ud),
-        IBV_QPT_XRC_SEND | IBV_QPT_XRC_RECV | IBV_QPT_RAW_PACKET | IBV_QPT_DRIVER => {
-            Err(libc::EOPNOTSUPP)
-        }
+        IBV_QPT_XRC_SEND => Ok(QpType::XrcSend),
+        IBV_QPT_XRC_RECV => Ok(QpType::XrcRecv),
+        IBV_QPT_RAW_PACKET | IBV_QPT_DRIVER => Err(libc::EOPNOTSUPP),
         _ => Err(libc::EINVAL),
     }
 }

@@ -414,6 +414,11 @@ impl<M: Memory> Engine<M> {
         self.qps.get(&qpn).map(|q| q.init.qp_type)
     }
 
+    /// The XRC domain of an XRC target QP.
+    pub fn xrcd_of(&self, qpn: u32) -> Option<u32> {
+        self.qps.get(&qpn)?.xrcd
+    }
+
     /// The QP's state.
     pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
         self.qps.get(&qpn).map(|q| q.state)

@@ -333,8 +333,16 @@ impl Qp {
     }
 
     fn flush_recv<M>(&self, sh: &mut Shared<M>, wr: RecvWr) {
-        let wc = Wc::new(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.qpn);
+        let wc = self.recv_wc(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv);
         sh.complete(self.init.recv_cq, wc);
+    }
+
+    /// A receive completion of this QP, naming the SRQ its work request came from.
+    pub fn recv_wc(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode) -> Wc {
+        Wc {
+            srq: self.init.srq,
+            ..Wc::new(wr_id, status, opcode, self.qpn)
+        }
     }
 
     /// Takes a receive WQE from the QP's receive queue or its SRQ.

@@ -5,7 +5,7 @@ use softrnic_wire::{Operation, ParsedFrame};
 
 use super::checks::{self, Request};
 use super::{INVALID, OPERATIONAL, Refuse, ack_syndrome};
-use crate::cq::{Wc, WcFlags, WcOpcode, WcStatus};
+use crate::cq::{WcFlags, WcOpcode, WcStatus};
 use crate::dma;
 use crate::keys::Target;
 use crate::memory::Memory;
@@ -89,7 +89,7 @@ fn send<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, r: &Request) -> Result<(), R
         sh.keys.invalidate(rkey, qp.pd).map_err(|_| INVALID)?;
     }
     let (wr, len) = qp.resp.held.take().expect("held");
-    let mut wc = Wc::new(wr.wr_id, WcStatus::Success, WcOpcode::Recv, qp.qpn);
+    let mut wc = qp.recv_wc(wr.wr_id, WcStatus::Success, WcOpcode::Recv);
     wc.byte_len = len;
     wc.solicited = r.solicited;
     if let Some(imm) = r.ext.immdt {
@@ -143,12 +143,7 @@ fn write<M: Memory>(
     qp.resp.cur = None;
     if let Some(imm) = r.ext.immdt {
         let wr = qp.take_recv(sh).ok_or(Refuse::Rnr)?;
-        let mut wc = Wc::new(
-            wr.wr_id,
-            WcStatus::Success,
-            WcOpcode::RecvRdmaWithImm,
-            qp.qpn,
-        );
+        let mut wc = qp.recv_wc(wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm);
         wc.byte_len = len;
         wc.imm_data = imm;
         wc.wc_flags = WcFlags::WITH_IMM;

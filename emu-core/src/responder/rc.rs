@@ -6,7 +6,7 @@ use softrnic_wire::{NakCode, Operation, ParsedFrame, RnrTimer, Syndrome};
 use super::checks::read_key;
 use super::execute::execute;
 use super::{MAX_QUEUED_EXTRA, Refuse, ack_syndrome};
-use crate::cq::{Wc, WcOpcode};
+use crate::cq::WcOpcode;
 use crate::memory::Memory;
 use crate::psn;
 use crate::qp::{Qp, Resource, ResourceKind, Response, Shared};
@@ -42,7 +42,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
                 _ => sh.counters.resp_invalid_request += 1,
             }
             if let Some((wr, _)) = qp.resp.held.take() {
-                let wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
+                let wc = qp.recv_wc(wr.wr_id, status, WcOpcode::Recv);
                 sh.complete(qp.init.recv_cq, wc);
             }
             qp.resp.queue_ack(p, Syndrome::Nak(code));

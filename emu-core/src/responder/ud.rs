@@ -2,7 +2,7 @@
 
 use softrnic_wire::{IpRepr, ParsedFrame};
 
-use crate::cq::{SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6, Wc, WcFlags, WcOpcode, WcStatus};
+use crate::cq::{SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6, WcFlags, WcOpcode, WcStatus};
 use crate::dma;
 use crate::memory::Memory;
 use crate::qp::{Qp, Shared};
@@ -41,7 +41,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
             s
         }
     };
-    let mut wc = Wc::new(wr.wr_id, status, WcOpcode::Recv, qp.qpn);
+    let mut wc = qp.recv_wc(wr.wr_id, status, WcOpcode::Recv);
     wc.byte_len = 40 + payload.len() as u32;
     wc.src_qp = deth.src_qp;
     wc.wc_flags = WcFlags::GRH;
