@@ -117,7 +117,7 @@ pub unsafe fn send_wr(
         sgl,
         flags: SendFlags::from_bits_retain(wr.send_flags),
         ud,
-        xrc_srqn: (qp_type == QpType::XrcSend).then(|| wr.qp_type.xrc.remote_srqn),
+        xrc_srqn: (qp_type == QpType::XrcSend).then_some(wr.qp_type.xrc.remote_srqn),
     })
 }
 

@@ -130,6 +130,40 @@ fn ibv_uc_ud_and_srq_pingpong() {
     }
 }
 
+/// XRC (IBA Annex A14; kernel rxe has none): `ibv_xsrq_pingpong` on one host and across the
+/// veth, its server serving two clients at once through two XRC SRQs of one domain, each
+/// client's messages reaching the server's SRQ through a target QP of the domain.
+#[test]
+fn ibv_xsrq_pingpong_runs_over_xrc() {
+    let _serial = serial();
+    for (i, t) in TOPOLOGIES.into_iter().enumerate() {
+        let s = Setup::new(t, &format!("xrc{i}"));
+        let n = ["-n", "100"];
+        let (server, clients) = s.serve(
+            "-g",
+            &["ibv_xsrq_pingpong", "-c", "2", n[0], n[1]],
+            &["ibv_xsrq_pingpong", n[0], n[1]],
+            2,
+        );
+        for out in clients.iter().chain([&server]) {
+            assert!(out.contains("success"), "{t:?}: {out}");
+        }
+    }
+}
+
+/// XRC domains shared by file between two contexts, as between two programs (the kernel's
+/// `O_CREAT`/`O_EXCL` rules), `ibv_open_qp` of the other's target QP, and EBUSY for a domain
+/// still in use.
+#[test]
+fn xrc_domains_are_shared_by_file_and_target_qps_opened_by_number() {
+    let _serial = serial();
+    let exe = c_program("xrc_domain", &["-libverbs"]);
+    let host = Host::start("xrcd", None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "xrc_domain: ok\n");
+}
+
 /// Two devices of one daemon, each on its own worker thread: everything between them crosses
 /// threads (RC with its ACKs, UD, an SRQ, READs, atomics, several QPs at once), and the data
 /// the pingpongs check arrives whole.
@@ -273,9 +307,9 @@ fn rdma_cores_own_test_suite_passes_where_it_runs() {
     assert!(out.status.success(), "{log}");
     // What runs on softrnic (everything but hardware features and what docs/compatibility.md
     // lists) keeps running: 101 since the device on lo, its sysfs view (the RDMA CM tests find
-    // its interface there), ibv_rereg_mr and ATOMIC WRITE.
+    // its interface there), ibv_rereg_mr, ATOMIC WRITE and XRC.
     assert!(
-        ran - skipped >= 101,
+        ran - skipped >= 107,
         "only {} passed:\n{log}",
         ran - skipped
     );

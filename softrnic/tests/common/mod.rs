@@ -402,8 +402,20 @@ impl Setup {
     /// the port, and for the client the server's address); returns both outputs, after
     /// checking both succeeded.
     pub fn run(&self, gid_flag: &str, args: &[&str]) -> (String, String) {
+        let (server, mut clients) = self.serve(gid_flag, args, args, 1);
+        (server, clients.remove(0))
+    }
+
+    /// [`run`](Self::run) with `n` clients at once, the server with its own arguments.
+    pub fn serve(
+        &self,
+        gid_flag: &str,
+        server_args: &[&str],
+        client_args: &[&str],
+        n: usize,
+    ) -> (String, Vec<String>) {
         let port = next_port();
-        let argv = |h: &Host, side: usize| -> Vec<String> {
+        let argv = |h: &Host, side: usize, args: &[&str]| -> Vec<String> {
             let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
             v.extend([
                 gid_flag.into(),
@@ -418,7 +430,7 @@ impl Setup {
         };
         let server = self
             .server()
-            .program(&argv(self.server(), 0))
+            .program(&argv(self.server(), 0, server_args))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -426,18 +438,25 @@ impl Setup {
         let mut server = Running(server);
         let ns = self.server().ns.as_deref();
         server.wait_until("listened", || listening(ns, &port));
-        let mut client_args = argv(self.client(), 1);
-        client_args.push(self.server_addr.into());
-        let client = self
-            .client()
-            .program(&client_args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the client");
-        let client = Running(client).finish(args);
-        let server = server.finish(args);
-        (server, client)
+        let mut args = argv(self.client(), 1, client_args);
+        args.push(self.server_addr.into());
+        let clients: Vec<Running> = (0..n)
+            .map(|_| {
+                let child = self
+                    .client()
+                    .program(&args)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("start the client");
+                Running(child)
+            })
+            .collect();
+        let clients = clients
+            .into_iter()
+            .map(|mut c| c.finish(client_args))
+            .collect();
+        (server.finish(server_args), clients)
     }
 }
 
