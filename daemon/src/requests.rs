@@ -21,7 +21,7 @@ pub(crate) fn error(errno: i32, message: impl Into<String>) -> Reply {
     }
 }
 
-fn verbs(e: VerbsError) -> Reply {
+pub(crate) fn verbs(e: VerbsError) -> Reply {
     error(e.errno(), e.to_string())
 }
 

@@ -5,7 +5,7 @@
 use softrnic_client::proto::Reply;
 
 use crate::device::Device;
-use crate::requests::{error, handle_or};
+use crate::requests::{error, verbs};
 
 /// `ibv_open_xrcd` for context `i`: the file's domain (EINVAL with `O_EXCL` if it has one,
 /// EAGAIN without `O_CREAT` if it has none, as the kernel gives), or a new one.
@@ -33,7 +33,7 @@ pub(crate) fn open(
                 }
                 x
             }
-            Err(e) => return handle_or(Err(e), |()| Reply::Ok),
+            Err(e) => return verbs(e),
         },
     };
     if let Some(port) = dev.ports.get_mut(&i) {
@@ -50,7 +50,7 @@ pub(crate) fn close(dev: &mut Device, i: usize, xrcd: u32) -> Reply {
     };
     if opens == 1 && !held_by_others(dev, i, xrcd) {
         if let Err(e) = dev.engine.dealloc_xrcd(xrcd) {
-            return handle_or(Err(e), |()| Reply::Ok);
+            return verbs(e);
         }
         dev.xrcd_files.retain(|_, x| *x != xrcd);
     }

@@ -1003,3 +1003,25 @@ fn xrc_requests_land_in_the_srq_they_name() {
     };
     assert_eq!(errno(f.dev.engine().post_send(ini, wr)), 22, "no SRQ named");
 }
+
+/// What an XRC SRQ and target QP hold: the SRQ its CQ and domain; a target QP its domain only,
+/// not the PD, CQ or SRQ its last request borrowed.
+#[test]
+fn xrc_objects_hold_what_they_belong_to() {
+    let mut f = fixture(QpType::Rc);
+    let e = f.dev.engine();
+    let xrcd = e.alloc_xrcd().unwrap();
+    let pd = e.alloc_pd(0).unwrap();
+    let cq = e.create_cq(4).unwrap();
+    let srq = e.create_xrc_srq(pd, xrcd, cq, 4, 1).unwrap();
+    let tgt = e.create_xrc_recv_qp(xrcd).unwrap();
+    assert_eq!(errno(e.destroy_cq(cq)), 16, "the SRQ completes to it");
+    assert_eq!(errno(e.dealloc_xrcd(xrcd)), 16);
+    e.destroy_srq(srq).unwrap();
+    e.destroy_cq(cq).unwrap();
+    e.dealloc_pd(pd).unwrap();
+    assert_eq!(errno(e.dealloc_xrcd(xrcd)), 16, "the target QP is in it");
+    e.destroy_qp(tgt).unwrap();
+    e.dealloc_xrcd(xrcd).unwrap();
+    assert_eq!(errno(e.create_xrc_recv_qp(xrcd)), 22);
+}

@@ -29,8 +29,12 @@ impl<M: Memory> Engine<M> {
     /// Frees a protection domain; EBUSY while anything still uses it.
     pub fn dealloc_pd(&mut self, pd: u32) -> Result<()> {
         self.pds.get(pd).ok_or(VerbsError::Invalid("no such PD"))?;
+        // An XRC target QP only borrows the PD of the SRQ its last request named.
         let in_use = self.sh.keys.count_in_pd(pd) > 0
-            || self.qps.values().any(|q| q.pd == pd)
+            || self
+                .qps
+                .values()
+                .any(|q| q.pd == pd && q.init.qp_type != QpType::XrcRecv)
             || self.sh.srqs.iter().any(|(_, s)| s.pd == pd);
         if in_use {
             return Err(VerbsError::Busy("the PD still has objects"));
@@ -119,12 +123,23 @@ impl<M: Memory> Engine<M> {
             .cqs
             .get(cq)
             .ok_or(VerbsError::Invalid("no such CQ"))?;
+        // An XRC target QP only borrows the CQ of the SRQ its last request named.
+        let own = |q: &&Qp| q.init.qp_type != QpType::XrcRecv;
         if self
             .qps
             .values()
+            .filter(own)
             .any(|q| q.init.send_cq == cq || q.init.recv_cq == cq)
         {
             return Err(VerbsError::Busy("a QP uses the CQ"));
+        }
+        if self
+            .sh
+            .srqs
+            .iter()
+            .any(|(_, s)| s.xrc.is_some_and(|x| x.cq == cq))
+        {
+            return Err(VerbsError::Busy("an XRC SRQ completes to the CQ"));
         }
         self.sh.cqs.remove(cq);
         Ok(())
@@ -225,6 +240,7 @@ impl<M: Memory> Engine<M> {
             .srqs
             .get(srq)
             .ok_or(VerbsError::Invalid("no such SRQ"))?;
+        // An XRC target QP only borrows the SRQ its last request named.
         let own = |q: &Qp| q.init.srq == Some(srq) && q.init.qp_type != QpType::XrcRecv;
         if self.qps.values().any(own) {
             return Err(VerbsError::Busy("a QP uses the SRQ"));
