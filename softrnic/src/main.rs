@@ -23,7 +23,11 @@ enum Command {
         /// One line per frame (QPN, PSN, opcode, length, flags) instead of every field.
         #[arg(short, long)]
         compact: bool,
-        /// Capture files (pcap or pcapng, Ethernet link type).
+        /// Leave out frames that are not RoCEv2 (instead of a line saying each is skipped).
+        #[arg(long)]
+        roce_only: bool,
+        /// Capture files (pcap or pcapng; Ethernet or Linux cooked from `tcpdump -i any`);
+        /// `-` reads standard input.
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -111,23 +115,17 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Dissect { compact, files } => {
+        Command::Dissect {
+            compact,
+            roce_only,
+            files,
+        } => {
             let detail = if compact {
                 Detail::Compact
             } else {
                 Detail::Full
             };
-            for path in files {
-                let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                let frames =
-                    capture::read(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-                let stdout = std::io::stdout().lock();
-                match capture::dissect_frames(&frames, detail, stdout) {
-                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-                    other => other.map_err(|e| e.to_string())?,
-                }
-            }
-            Ok(())
+            dissect_files(&files, capture::Show { detail, roce_only })
         }
         Command::SampleCapture { out } => {
             let file =
@@ -150,5 +148,66 @@ fn run(cli: Cli) -> Result<(), String> {
             device,
             count,
         } => admin::capture(&write, device.as_deref(), count),
+    }
+}
+
+/// Dissects each file in turn, each under its name when there are several; a file that cannot
+/// be read, or is damaged part way, is said so and the rest are still shown.
+fn dissect_files(files: &[PathBuf], show: capture::Show) -> Result<(), String> {
+    use std::io::{Read, Write};
+    let mut failed = Vec::new();
+    for (i, path) in files.iter().enumerate() {
+        let name = if path.as_os_str() == "-" {
+            "standard input".to_string()
+        } else {
+            path.display().to_string()
+        };
+        let mut stdout = std::io::stdout().lock();
+        if files.len() > 1 {
+            let gap = if i > 0 { "\n" } else { "" };
+            if let Err(e) = writeln!(stdout, "{gap}==> {name} <==") {
+                return quiet_pipe(e);
+            }
+        }
+        let bytes = if path.as_os_str() == "-" {
+            let mut b = Vec::new();
+            std::io::stdin().read_to_end(&mut b).map(|_| b)
+        } else {
+            std::fs::read(path)
+        };
+        let c = match bytes
+            .map_err(|e| e.to_string())
+            .and_then(|b| capture::read_capture(&b).map_err(|e| e.to_string()))
+        {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("softrnic: {name}: {e}");
+                failed.push(name);
+                continue;
+            }
+        };
+        if let Err(e) = capture::dissect_frames(&c.frames, show, &mut stdout) {
+            return quiet_pipe(e);
+        }
+        if let Some(d) = c.damage {
+            let _ = stdout.flush();
+            eprintln!(
+                "softrnic: {name}: {d}; the {} frames before it are shown",
+                c.frames.len()
+            );
+            failed.push(name);
+        }
+    }
+    match failed.len() {
+        0 => Ok(()),
+        _ => Err(format!("could not read all of {}", failed.join(", "))),
+    }
+}
+
+/// A reader that closed the pipe (`| head`) has seen what it wanted.
+fn quiet_pipe(e: std::io::Error) -> Result<(), String> {
+    match e.kind() {
+        std::io::ErrorKind::BrokenPipe => Ok(()),
+        _ => Err(e.to_string()),
     }
 }

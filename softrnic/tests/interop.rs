@@ -1023,7 +1023,7 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
     let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdma-cm-rxe.pcap");
     let captured: Vec<softrnic::capture::CapturedFrame> = frames
         .into_iter()
-        .map(|(timestamp, data)| softrnic::capture::CapturedFrame { timestamp, data })
+        .map(|(timestamp, data)| softrnic::capture::CapturedFrame::new(timestamp, data))
         .collect();
     let out = std::fs::File::create(&file).map_err(|e| e.to_string())?;
     softrnic::capture::write_pcap(&captured, out).map_err(|e| e.to_string())?;

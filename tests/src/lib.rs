@@ -173,9 +173,11 @@ pub fn write_pcap(samples: &[Sample], path: &Path) {
     let frames: Vec<_> = samples
         .iter()
         .enumerate()
-        .map(|(i, s)| softrnic::capture::CapturedFrame {
-            timestamp: std::time::Duration::from_millis(i as u64),
-            data: s.frame(),
+        .map(|(i, s)| {
+            softrnic::capture::CapturedFrame::new(
+                std::time::Duration::from_millis(i as u64),
+                s.frame(),
+            )
         })
         .collect();
     let file = std::fs::File::create(path).expect("create pcap");

@@ -9,6 +9,12 @@ pub fn parse_frame(data: &[u8]) {
     let _ = dissect::summary(data);
     let mut text = String::new();
     let _ = dissect::dissect(data, &mut text);
+    // The same bytes as a capture's cut of a frame: the last byte says how much was cut.
+    if let Some((&cut, head)) = data.split_last() {
+        let original = head.len() + usize::from(cut) * 8;
+        let _ = dissect::summary_captured(head, original);
+        let _ = dissect::dissect_captured(head, original, &mut text);
+    }
     if let Ok(p) = frame::parse(data) {
         let l = p.layout;
         assert!(l.ip < l.udp && l.udp < l.bth && l.bth < l.ext && l.ext <= l.payload);

@@ -52,7 +52,9 @@ pub use bth::{Bth, BthRepr, MULTICAST_QPN};
 pub use deth::{Deth, DethRepr};
 pub use error::{Error, Result};
 pub use feth::{Feth, FethRepr, FlushLevel, FlushPlacement};
-pub use frame::{EthRepr, ExtRepr, FrameRepr, Icrc, IpRepr, ParsedFrame, UdpChecksum, UdpRepr};
+pub use frame::{
+    EthRepr, ExtRepr, FrameRepr, Icrc, IpRepr, Outer, ParsedFrame, UdpChecksum, UdpRepr,
+};
 pub use imm::{Ieth, ImmDt};
 pub use opcode::{Headers, Opcode, OpcodeInfo, Operation, Position, Transport, With};
 pub use reth::{Reth, RethRepr};

@@ -9,17 +9,45 @@ use crate::opcode::Headers;
 use crate::{Aeth, AtomicAckEth, AtomicEth, Bth, Deth, Reth, Syndrome};
 use core::fmt::{self, Write};
 
+mod damaged;
 mod mad;
+
+pub use damaged::{dissect_captured, not_roce, summary_captured};
 
 /// Bytes of hex per row before a field continues on the next row.
 const HEX_PER_ROW: usize = 8;
 
 struct Rows<'a, W: Write> {
+    /// The frame as captured: a field past its end is "not captured".
     frame: &'a [u8],
+    /// Fields to point at, with why.
+    marks: &'a [Mark],
     out: &'a mut W,
 }
 
+/// A field the dissector points at (by its offset and name): it is wrong, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mark {
+    at: usize,
+    field: &'static str,
+    note: String,
+}
+
 impl<W: Write> Rows<'_, W> {
+    /// `len` bytes at `at`, with zeros for what the capture lacks (their fields say "not
+    /// captured").
+    fn padded(&self, at: usize, len: usize) -> Vec<u8> {
+        let mut v = self.frame.get(at..).unwrap_or(&[]).to_vec();
+        v.resize(len, 0);
+        v
+    }
+
+    /// The big-endian 16 bits at `at`, 0 where not captured.
+    fn be16(&self, at: usize) -> u16 {
+        let b = self.padded(at, 2);
+        u16::from_be_bytes([b[0], b[1]])
+    }
+
     fn layer(&mut self, title: &str, start: usize, len: usize) -> fmt::Result {
         writeln!(
             self.out,
@@ -30,13 +58,23 @@ impl<W: Write> Rows<'_, W> {
 
     /// One field: `at` and `len` locate its bytes in the frame.
     fn field(&mut self, at: usize, len: usize, name: &str, value: &str, note: &str) -> fmt::Result {
-        let bytes = self.frame.get(at..at + len).unwrap_or(&[]);
+        let bytes = self.frame.get(at..).unwrap_or(&[]);
+        let bytes = &bytes[..len.min(bytes.len())];
+        let value = if bytes.len() < len {
+            "(not captured)"
+        } else {
+            value
+        };
         let mut chunks = bytes.chunks(HEX_PER_ROW);
         let first = chunks.next().map(hex).unwrap_or_default();
-        writeln!(
-            self.out,
-            "  {at:4}  {first:<23}  {name:<16} {value:<26} {note}"
-        )?;
+        let line = match self.marks.iter().find(|m| m.at == at && m.field == name) {
+            Some(m) => format!(
+                "  {at:4}  {first:<23}  {name:<16} {value:<26} {note} <-- {}",
+                m.note
+            ),
+            None => format!("  {at:4}  {first:<23}  {name:<16} {value:<26} {note}"),
+        };
+        writeln!(self.out, "{line}")?;
         for (i, chunk) in chunks.enumerate() {
             writeln!(
                 self.out,
@@ -84,15 +122,10 @@ fn yes(b: bool) -> &'static str {
     if b { "1" } else { "0" }
 }
 
-/// Writes every field of `frame`, layer by layer.
+/// Writes every field of `frame`, layer by layer. A malformed frame shows its good headers and
+/// points at the field that is wrong.
 pub fn dissect<W: Write>(frame: &[u8], out: &mut W) -> fmt::Result {
-    match frame::parse_unverified(frame) {
-        Ok(parsed) => dissect_parsed(&parsed, out),
-        Err(e) => {
-            writeln!(out, "Malformed frame ({} bytes): {e}", frame.len())?;
-            hexdump(frame, out)
-        }
-    }
+    dissect_captured(frame, frame.len(), out)
 }
 
 /// Writes a classic 16-bytes-per-row hex dump.
@@ -103,19 +136,28 @@ pub fn hexdump<W: Write>(bytes: &[u8], out: &mut W) -> fmt::Result {
     Ok(())
 }
 
-fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
+/// Writes every layer of a parsed frame. `rows.frame` is the frame as captured: `p` may be a
+/// repaired copy of it (see `damaged`), whose fields `rows.marks` points at.
+fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, rows: &mut Rows<'_, W>) -> fmt::Result {
     let r = &p.repr;
     let l = &p.layout;
     let info = r.bth.opcode.info();
-    let mut rows = Rows {
-        frame: p.bytes(),
-        out,
-    };
+    outer(rows, &p.outer())?;
+    bth(
+        rows,
+        l.bth,
+        &format!("{:#04x} {}", info.opcode as u8, info.name),
+    )?;
+    dissect_ext(rows, info.headers, l)?;
+    body(p, rows)
+}
 
-    rows.layer("Ethernet II", 0, l.ip)?;
-    rows.field(0, 6, "Destination", &mac(r.eth.dst), "MAC of the next hop")?;
-    rows.field(6, 6, "Source", &mac(r.eth.src), "MAC of the sender")?;
-    if let Some(tag) = r.eth.vlan {
+/// The Ethernet layer, up to where the IP header starts at `ip`.
+fn ethernet<W: Write>(rows: &mut Rows<'_, W>, eth: &frame::EthRepr, ip: usize) -> fmt::Result {
+    rows.layer("Ethernet II", 0, ip)?;
+    rows.field(0, 6, "Destination", &mac(eth.dst), "MAC of the next hop")?;
+    rows.field(6, 6, "Source", &mac(eth.src), "MAC of the sender")?;
+    if let Some(tag) = eth.vlan {
         rows.field(12, 2, "TPID", "0x8100", "an 802.1Q VLAN tag follows")?;
         rows.bits(
             14,
@@ -133,20 +175,29 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
             "VLAN identifier (low 12 bits)",
         )?;
     }
-    let (ethertype, name) = match r.ip {
-        IpRepr::V4 { .. } => ("0x0800", "IPv4"),
-        IpRepr::V6 { .. } => ("0x86dd", "IPv6"),
+    let ethertype = rows
+        .frame
+        .get(ip - 2..ip)
+        .map_or(0, |b| u16::from_be_bytes([b[0], b[1]]));
+    let name = match ethertype {
+        0x0800 => "IPv4",
+        0x86dd => "IPv6",
+        _ => "not IP",
     };
     rows.field(
-        l.ip - 2,
+        ip - 2,
         2,
         "EtherType",
-        &format!("{ethertype} ({name})"),
+        &format!("{ethertype:#06x} ({name})"),
         "RoCEv2 rides on IP",
-    )?;
+    )
+}
 
-    let ip = l.ip;
-    match r.ip {
+/// The Ethernet, IP and UDP layers.
+fn outer<W: Write>(rows: &mut Rows<'_, W>, o: &frame::Outer) -> fmt::Result {
+    ethernet(rows, &o.eth, o.ip_at)?;
+    let ip = o.ip_at;
+    match o.ip {
         IpRepr::V4 {
             src,
             dst,
@@ -171,7 +222,7 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
                 ecn_name(ecn),
                 "congestion marks; masked in ICRC",
             )?;
-            let total = u16::from_be_bytes([rows.frame[ip + 2], rows.frame[ip + 3]]);
+            let total = rows.be16(ip + 2);
             rows.field(
                 ip + 2,
                 2,
@@ -189,11 +240,12 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
                 "hops left; masked in ICRC",
             )?;
             rows.field(ip + 9, 1, "Protocol", "17 (UDP)", "")?;
+            let checksum = rows.be16(ip + 10);
             rows.field(
                 ip + 10,
                 2,
                 "Header Checksum",
-                "valid",
+                &format!("{checksum:#06x}"),
                 "IP header only; masked in ICRC",
             )?;
             rows.field(
@@ -229,7 +281,7 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
                 &format!("{flow_label:#07x}"),
                 "ECMP hint; masked in ICRC",
             )?;
-            let plen = u16::from_be_bytes([rows.frame[ip + 4], rows.frame[ip + 5]]);
+            let plen = rows.be16(ip + 4);
             rows.field(
                 ip + 4,
                 2,
@@ -262,13 +314,13 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
         }
     }
 
-    let u = l.udp;
+    let u = o.udp_at;
     rows.layer("UDP", u, 8)?;
     rows.field(
         u,
         2,
         "Source Port",
-        &r.udp.src_port.to_string(),
+        &o.udp.src_port.to_string(),
         "per-QP entropy for ECMP",
     )?;
     rows.field(
@@ -282,10 +334,10 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
         u + 4,
         2,
         "Length",
-        &(l.end - u).to_string(),
+        &rows.be16(u + 4).to_string(),
         "UDP header to ICRC",
     )?;
-    let checksum = match r.udp.checksum {
+    let checksum = match o.udp.checksum {
         frame::UdpChecksum::Zero => "0 (none)",
         frame::UdpChecksum::Computed => "present",
     };
@@ -295,17 +347,19 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
         "Checksum",
         checksum,
         "not checked: ICRC covers data",
-    )?;
+    )
+}
 
-    let b = l.bth;
-    let bth = Bth::new_unchecked(&rows.frame[b..]);
+/// The BTH at `b`, read from the frame's bytes; `op` names its opcode.
+fn bth<W: Write>(rows: &mut Rows<'_, W>, b: usize, op: &str) -> fmt::Result {
+    let raw = rows.padded(b, 12);
+    let bth = Bth::new_unchecked(&raw[..]);
     rows.layer("BTH: Base Transport Header", b, 12)?;
-    let op = format!("{:#04x} {}", info.opcode as u8, info.name);
     rows.field(
         b,
         1,
         "OpCode",
-        &op,
+        op,
         "top 3 bits: transport; low 5: operation",
     )?;
     rows.bits(
@@ -329,7 +383,13 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
         &bth.pad_count().to_string(),
         "pad bytes to a 4-byte boundary",
     )?;
-    rows.bits(b + 1, 0x0f, "TVer", "0", "transport header version")?;
+    rows.bits(
+        b + 1,
+        0x0f,
+        "TVer",
+        &bth.tver().to_string(),
+        "transport header version",
+    )?;
     rows.field(
         b + 2,
         2,
@@ -379,19 +439,26 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
         "PSN",
         &format!("{} ({:#08x})", bth.psn(), bth.psn()),
         "packet sequence number, 24 bits",
-    )?;
+    )
+}
 
-    dissect_ext(&mut rows, info.headers, l)?;
-
+/// The payload (or CM MAD), pad and ICRC of a parsed frame, and any Ethernet padding.
+fn body<W: Write>(p: &ParsedFrame<'_>, rows: &mut Rows<'_, W>) -> fmt::Result {
+    let (r, l) = (&p.repr, &p.layout);
+    let info = r.bth.opcode.info();
     let payload = p.payload();
+    // What the capture holds of it (the parsed frame may be a copy made whole).
+    let captured = rows.frame.get(l.payload..l.pad.min(rows.frame.len()));
+    let captured = captured.unwrap_or(&[]);
     if r.bth.dest_qp == crate::mad::GSI_QPN
         && r.ext.deth.is_some()
+        && captured.len() == payload.len()
         && let Ok(m) = crate::cm::CmMad::parse(payload)
     {
-        mad::dissect(&mut rows, l.payload, &m)?;
+        mad::dissect(rows, l.payload, &m)?;
     } else if info.allows_payload() {
         rows.layer("Payload", l.payload, payload.len())?;
-        let preview: String = payload
+        let preview: String = captured
             .iter()
             .take(24)
             .map(|&c| {
@@ -402,11 +469,15 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
                 }
             })
             .collect();
+        let value = match captured.len() {
+            n if n < payload.len() => format!("{} bytes, {n} captured", payload.len()),
+            _ => format!("{} bytes", payload.len()),
+        };
         rows.field(
             l.payload,
-            payload.len().min(16),
+            payload.len().min(16).min(captured.len()),
             "Data",
-            &format!("{} bytes", payload.len()),
+            &value,
             &format!("\"{preview}\""),
         )?;
     }
@@ -420,11 +491,13 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, out: &mut W) -> fmt::Result {
         )?;
     }
     rows.layer("ICRC: Invariant CRC", l.icrc, 4)?;
-    let (icrc, computed) = (p.icrc(), p.computed_icrc());
-    let status = if icrc == computed {
-        "correct".to_string()
-    } else {
-        format!("WRONG: computed {computed:#010x}")
+    let icrc = p.icrc();
+    // Over the bytes as captured: a repair of a length field is not the sender's.
+    let status = match rows.frame.get(l.ip..l.icrc).map(crate::icrc::compute) {
+        _ if rows.frame.len() < l.end => "cannot be checked: the frame is not all there".into(),
+        Some(Ok(c)) if c == icrc => "correct".to_string(),
+        Some(Ok(c)) => format!("WRONG: computed {c:#010x}"),
+        _ => "cannot be computed".into(),
     };
     rows.field(
         l.icrc,
@@ -452,7 +525,7 @@ fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -
             continue;
         };
         let at = l.ext + off;
-        let bytes = &rows.frame[at..at + len];
+        let bytes = &rows.padded(at, len);
         if h == Headers::XRCETH {
             let x = crate::XrcEth::new_unchecked(bytes);
             rows.layer("XRCETH: XRC Extended Transport Header", at, len)?;
@@ -696,14 +769,16 @@ pub fn icrc_prefix<W: Write>(frame: &[u8], out: &mut W) -> fmt::Result {
 
 /// One line for `frame`: `QPN PSN opcode len` and the flags and headers that matter.
 pub fn summary(frame: &[u8]) -> String {
-    let p = match frame::parse_unverified(frame) {
-        Ok(p) => p,
-        Err(e) => return format!("malformed ({} bytes): {e}", frame.len()),
-    };
+    summary_captured(frame, frame.len())
+}
+
+/// The summary of a parsed frame; `frame` is the frame as captured (`p` may be a repaired copy).
+fn summary_parsed(p: &ParsedFrame<'_>, frame: &[u8]) -> String {
     let r = &p.repr;
     let (src, dst) = r.ip.addrs();
+    // PSNs in hex, as perftest and the ibv_*_pingpong programs print them.
     let mut line = format!(
-        "QPN {:#08x} PSN {:>8} {:<34} len {:>4}",
+        "QPN {:#08x} PSN {:#08x} {:<34} len {:>4}",
         r.bth.dest_qp,
         r.bth.psn,
         r.bth.opcode.name(),
@@ -767,7 +842,12 @@ pub fn summary(frame: &[u8]) -> String {
     if let Some(v) = x.ieth {
         let _ = write!(line, " inv_rkey={v:#x}");
     }
-    let icrc = if p.verify_icrc().is_ok() { "ok" } else { "BAD" };
+    let l = &p.layout;
+    let icrc = match frame.get(l.ip..l.icrc).map(crate::icrc::compute) {
+        _ if frame.len() < l.end => "not captured",
+        Some(Ok(c)) if c == p.icrc() => "ok",
+        _ => "BAD",
+    };
     let _ = write!(
         line,
         " | {src} > {dst} sport {} | ICRC {icrc}",
@@ -855,7 +935,103 @@ mod tests {
         let text = dissected(&frame);
         assert!(text.starts_with("Malformed frame"), "{text}");
         assert!(text.contains("unknown or reserved opcode 0x15"));
-        assert!(text.contains("  0000  02 00 00 00 00 02"));
+        // Its good headers are shown, and the bad field pointed at.
+        assert!(text.contains("Source           fd00:5e::1"), "{text}");
+        assert!(text.contains("Length           28 "), "{text}");
+        assert!(
+            text.contains("OpCode           0x15 unknown") && text.contains("<-- 0x15: unknown"),
+            "{text}"
+        );
+        assert!(
+            text.contains("Bytes 74..82:\n    74  52 6f 43 45"),
+            "{text}"
+        );
+    }
+
+    /// A frame cut by the snapshot length shows every header it holds, and says what is missing.
+    #[test]
+    fn a_cut_frame_decodes_as_far_as_it_goes() {
+        let frame = sample::example(Opcode::RcWriteOnly, Ip::V4, 7, 100).frame();
+        let mut text = String::new();
+        dissect_captured(&frame[..80], frame.len(), &mut text).unwrap();
+        for want in [
+            "Cut by the capture's snapshot length: 80 of 174 bytes captured",
+            "Total Length     160 ",
+            "DMA Length       100 ",
+            "Data             100 bytes, 10 captured",
+            "\"RoCEv2 on \"",
+            "ICRC             (not captured)",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        assert!(
+            !text.contains("WRONG") && !text.contains("Malformed"),
+            "{text}"
+        );
+        let line = summary_captured(&frame[..80], frame.len());
+        assert!(line.contains("RC_RDMA_WRITE_ONLY") && line.ends_with("(cut: 80 of 174 bytes)"));
+        // Cut inside the BTH: the IP and UDP headers are still there.
+        let mut text = String::new();
+        dissect_captured(&frame[..46], frame.len(), &mut text).unwrap();
+        assert!(text.contains("Destination Port 4791"), "{text}");
+        assert!(text.contains("PSN              (not captured)"), "{text}");
+    }
+
+    /// A header that is wrong is shown with the others, the field pointed at and what it should
+    /// be; the frame is not called cut.
+    #[test]
+    fn a_wrong_field_is_pointed_at() {
+        let good = sample::example(Opcode::RcSendOnly, Ip::V4, 7, 8).frame();
+        let cases: [(usize, u8, &str); 5] = [
+            (24, 0x01, "Header Checksum  0xaf27"),
+            (17, 0x40, "Total Length     116 "),
+            (17, 0x10, "Total Length     36 "),
+            (39, 0x04, "Length           36 "),
+            (43, 0x03, "TVer             .... 0011 = 3"),
+        ];
+        for (at, flip, field) in cases {
+            let mut frame = good.clone();
+            frame[at] ^= flip;
+            let text = dissected(&frame);
+            let line = text.lines().find(|l| l.contains(field));
+            assert!(
+                line.is_some_and(|l| l.contains("<-- WRONG")),
+                "{field}: {text}"
+            );
+            assert!(
+                text.contains("RC_SEND_ONLY") && !text.contains("Cut by"),
+                "{text}"
+            );
+            assert!(
+                summary(&frame).contains("RC_SEND_ONLY"),
+                "{}",
+                summary(&frame)
+            );
+        }
+        // A wrong version: Ethernet is shown, then what is wrong and the bytes.
+        let mut frame = good.clone();
+        frame[14] = 0x55;
+        let text = dissected(&frame);
+        assert!(text.contains("EtherType        0x0800 (IPv4)"), "{text}");
+        assert!(
+            text.contains("Version (byte 14) is wrong: bad IP version 5"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn frames_that_are_not_roce_are_skipped() {
+        let mut arp = vec![0u8; 42];
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert_eq!(dissected(&arp), "Not RoCEv2 (ARP): skipped\n");
+        let mut dns = sample::example(Opcode::RcSendOnly, Ip::V4, 7, 8).frame();
+        dns[36..38].copy_from_slice(&53u16.to_be_bytes());
+        assert_eq!(summary(&dns), "not RoCEv2 (DNS (UDP port 53)), skipped");
+        let mut tcp = dns.clone();
+        tcp[23] = 6;
+        assert_eq!(not_roce(&tcp).as_deref(), Some("TCP over IPv4"));
+        let v6 = sample::example(Opcode::RcSendOnly, Ip::V6, 7, 8).frame();
+        assert_eq!(not_roce(&v6), None);
     }
 
     #[test]
@@ -879,7 +1055,7 @@ mod tests {
         let line = summary(&frame);
         assert!(!line.contains('\n'));
         assert!(
-            line.starts_with("QPN 0x000011 PSN        9 RC_ACKNOWLEDGE"),
+            line.starts_with("QPN 0x000011 PSN 0x000009 RC_ACKNOWLEDGE"),
             "{line}"
         );
         assert!(

@@ -301,6 +301,17 @@ impl<'a> ParsedFrame<'a> {
     pub fn bytes(&self) -> &'a [u8] {
         self.bytes
     }
+    /// Its Ethernet, IP and UDP headers, as [`parse_outer`] gives them.
+    pub fn outer(&self) -> Outer {
+        Outer {
+            eth: self.repr.eth,
+            ip: self.repr.ip,
+            udp: self.repr.udp,
+            ip_at: self.layout.ip,
+            udp_at: self.layout.udp,
+            end: self.layout.end,
+        }
+    }
     /// Fails with [`Error::BadIcrc`] unless the carried ICRC is the computed one. Always
     /// succeeds when built with `--cfg fuzzing`.
     pub fn verify_icrc(&self) -> Result<()> {
@@ -335,10 +346,27 @@ pub fn parse_unverified(frame: &[u8]) -> Result<ParsedFrame<'_>> {
     parse_with(frame, false)
 }
 
-/// The parser. `verify` checks the ICRC before the result is built, so [`parse`] writes its
-/// result once instead of copying it out of [`parse_unverified`].
+/// The Ethernet, IP and UDP headers of a RoCEv2 frame, and where they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outer {
+    /// Ethernet and 802.1Q.
+    pub eth: EthRepr,
+    /// IPv4 or IPv6.
+    pub ip: IpRepr,
+    /// UDP.
+    pub udp: UdpRepr,
+    /// Where the IP header starts.
+    pub ip_at: usize,
+    /// Where the UDP header starts.
+    pub udp_at: usize,
+    /// The end of the IP packet; bytes after it are Ethernet padding.
+    pub end: usize,
+}
+
+/// Parses the headers up to UDP (a frame to port 4791), not the transport: the dissector shows
+/// these when what follows is malformed. [`parse`] starts with it.
 #[inline(always)]
-fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
+pub fn parse_outer(frame: &[u8]) -> Result<Outer> {
     let eth = EthernetFrame::new_checked(frame).map_err(|_| Error::Truncated)?;
     let (vlan, ethertype, ip_at) = match u16::from(eth.ethertype()) {
         vlan::TPID => {
@@ -381,12 +409,27 @@ fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
     } else {
         UdpChecksum::Computed
     };
-    let udp_repr = UdpRepr {
-        src_port: udp.src_port(),
-        checksum,
-    };
+    Ok(Outer {
+        eth: eth_repr,
+        ip,
+        udp: UdpRepr {
+            src_port: udp.src_port(),
+            checksum,
+        },
+        ip_at,
+        udp_at: ip_at + ip_len,
+        end: ip_at + ip_end,
+    })
+}
 
-    let transport = &l4[UDP_LEN..];
+/// The parser. `verify` checks the ICRC before the result is built, so [`parse`] writes its
+/// result once instead of copying it out of [`parse_unverified`].
+#[inline(always)]
+fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
+    let outer = parse_outer(frame)?;
+    let (ip_at, ip_len) = (outer.ip_at, outer.udp_at - outer.ip_at);
+    let vlan = outer.eth.vlan;
+    let transport = &frame[outer.udp_at + UDP_LEN..outer.end];
     let bth = Bth::new_checked(transport)?;
     let bth_repr = BthRepr::parse(&bth)?;
     let info = bth_repr.opcode.info();
@@ -407,7 +450,7 @@ fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
     let ext_at = ip_at + ip_len + UDP_LEN + BthRepr::LEN;
     let ext = ExtRepr::parse(info.headers, &frame[ext_at..ext_at + ext_len])?;
     let layout = Layout::new(vlan.is_some(), ip_len, info.headers, body_len - pad, pad);
-    debug_assert_eq!(layout.end, ip_at + ip_end);
+    debug_assert_eq!(layout.end, outer.end);
     if verify {
         check_icrc(
             &frame[layout.ip..layout.icrc],
@@ -416,9 +459,9 @@ fn parse_with(frame: &[u8], verify: bool) -> Result<ParsedFrame<'_>> {
     }
     Ok(ParsedFrame {
         repr: FrameRepr {
-            eth: eth_repr,
-            ip,
-            udp: udp_repr,
+            eth: outer.eth,
+            ip: outer.ip,
+            udp: outer.udp,
             bth: bth_repr,
             ext,
         },
