@@ -23,6 +23,18 @@ impl Mtu {
         128 << (self as u32)
     }
 
+    /// The MTU of `bytes` (256, 512, 1024, 2048 or 4096).
+    pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
+        Some(match bytes {
+            256 => Mtu::M256,
+            512 => Mtu::M512,
+            1024 => Mtu::M1024,
+            2048 => Mtu::M2048,
+            4096 => Mtu::M4096,
+            _ => return None,
+        })
+    }
+
     /// The MTU for an `ibv_mtu` value.
     pub const fn from_ibv(value: u8) -> Option<Mtu> {
         match value {

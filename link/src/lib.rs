@@ -7,6 +7,8 @@
 //!   sync, and [`neigh`]bour resolution through the kernel; [`netns`] for tests on veth pairs.
 //! - [`faults`]: the project's one model of a lossy network (loss, duplication, reordering,
 //!   corruption), as a wrapper around any link and for the simulator.
+//! - [`sim`]: a deterministic network of engines in virtual time, for the protocol tests and
+//!   the lessons that show a conversation.
 //! - [`drive`]: the pass every driver runs (frames in, due timers, frames out), and
 //!   [`library`] mode: the engine over a link in the program's own process, with memory the
 //!   program owns, for tests, benchmarks and tools.
@@ -24,6 +26,7 @@ pub mod local;
 pub mod neigh;
 pub mod netns;
 pub mod packet;
+pub mod sim;
 #[allow(unsafe_code)]
 pub mod xdp;
 

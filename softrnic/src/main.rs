@@ -31,6 +31,73 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Draw each conversation of a capture as a ladder: who sent what when, what each ACK
+    /// covers, gaps, retransmissions, NAKs and their causes, READ responses and their request.
+    Ladder {
+        /// The capture (pcap or pcapng; `-` for standard input).
+        file: PathBuf,
+        /// Also write the ladder as a self-contained HTML page, each packet's fields a click away.
+        #[arg(long)]
+        html: Option<PathBuf>,
+        /// The path MTU, to count each READ's responses (by default the largest FIRST or
+        /// MIDDLE payload in the capture).
+        #[arg(long)]
+        mtu: Option<usize>,
+    },
+    /// Run a lesson: a conversation on the simulated network with a fault chosen to show one
+    /// rule of the protocol, its ladder, what happened, completions and counters.
+    Lesson {
+        /// The lesson (without it, the list).
+        name: Option<String>,
+        #[command(flatten)]
+        out: RunOutput,
+    },
+    /// Run work between two simulated hosts with faults of your choice, deterministic from
+    /// the seed: the ladder, what happened, completions and counters.
+    Simulate {
+        /// What A posts, in order (send, write, read, cas, fadd); repeat for several.
+        #[arg(long = "op", default_value = "send")]
+        ops: Vec<String>,
+        /// Bytes per SEND, WRITE or READ.
+        #[arg(long, default_value_t = 3000)]
+        size: usize,
+        /// How many times each operation is posted.
+        #[arg(long, default_value_t = 1)]
+        count: usize,
+        /// Lose a packet: its number (from 1, both ways counted) or the first of an opcode
+        /// (e.g. SEND_MIDDLE, RC_ACKNOWLEDGE); repeat for several.
+        #[arg(long)]
+        drop: Vec<String>,
+        /// Have the network deliver a packet twice (chosen as for --drop); repeat for several.
+        #[arg(long)]
+        twice: Vec<String>,
+        /// Lose each packet with this probability.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Deliver each packet late, behind later ones, with this probability.
+        #[arg(long, default_value_t = 0.0)]
+        reorder: f64,
+        /// Deliver each packet twice with this probability.
+        #[arg(long, default_value_t = 0.0)]
+        duplicate: f64,
+        /// The path MTU: 256, 512, 1024, 2048 or 4096.
+        #[arg(long, default_value_t = 1024)]
+        mtu: u32,
+        /// Everything random comes from it.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// A's first PSN (try 0xfffffe: PSNs wrap at 2^24).
+        #[arg(long, default_value = "0", value_parser = parse_number)]
+        psn: u32,
+        /// B posts its receive buffers this many microseconds late (RNR NAKs until then).
+        #[arg(long)]
+        late_receive: Option<u64>,
+        /// The ACK timeout exponent (4.096 µs × 2^N).
+        #[arg(long, default_value_t = 4)]
+        timeout: u8,
+        #[command(flatten)]
+        out: RunOutput,
+    },
     /// Write the sample capture (every opcode, IPv4 and IPv6, NAKs, VLAN, ECN, CM messages) as pcap.
     SampleCapture {
         /// Where to write it.
@@ -95,6 +162,26 @@ enum Command {
     },
 }
 
+/// Where a lesson's or simulation's capture and ladder go.
+#[derive(clap::Args)]
+struct RunOutput {
+    /// The pcapng capture of every port (by default NAME.pcapng in this directory, NAME the
+    /// lesson's or "simulation").
+    #[arg(short = 'w', long)]
+    write: Option<PathBuf>,
+    /// Also write the ladder as an HTML page.
+    #[arg(long)]
+    html: Option<PathBuf>,
+}
+
+fn parse_number(s: &str) -> Result<u32, String> {
+    let r = match s.strip_prefix("0x") {
+        Some(hex) => u32::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("{s}: {e}"))
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -126,6 +213,89 @@ fn run(cli: Cli) -> Result<(), String> {
                 Detail::Full
             };
             dissect_files(&files, capture::Show { detail, roce_only })
+        }
+        Command::Ladder { file, html, mtu } => ladder(&file, html.as_deref(), mtu),
+        Command::Lesson { name, out } => match name {
+            None => {
+                for l in softrnic::lesson::LESSONS {
+                    println!("{:<18} {}", l.name, l.title);
+                }
+                Ok(())
+            }
+            Some(name) => {
+                let lesson = softrnic::lesson::LESSONS
+                    .iter()
+                    .find(|l| l.name == name)
+                    .ok_or_else(|| format!("no lesson {name}; `softrnic lesson` lists them"))?;
+                let options = softrnic::lesson::lesson_options(lesson.name)
+                    .ok_or_else(|| format!("lesson {name} has no run"))?;
+                run_simulation(&options, Some(lesson), &out, lesson.name)
+            }
+        },
+        Command::Simulate {
+            ops,
+            size,
+            count,
+            drop,
+            twice,
+            loss,
+            reorder,
+            duplicate,
+            mtu,
+            seed,
+            psn,
+            late_receive,
+            timeout,
+            out,
+        } => {
+            use softrnic::lesson::{Op, Options, Pick};
+            let ops = ops
+                .iter()
+                .map(|o| {
+                    Op::from_name(o).ok_or(format!("--op {o}: send, write, read, cas or fadd"))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let drop = drop
+                .iter()
+                .map(|d| Pick::parse(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            let twice = twice
+                .iter()
+                .map(|d| Pick::parse(d))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mtu = softrnic_emu_core::Mtu::from_bytes(mtu)
+                .ok_or(format!("--mtu {mtu}: 256, 512, 1024, 2048 or 4096"))?;
+            for (name, p) in [
+                ("loss", loss),
+                ("reorder", reorder),
+                ("duplicate", duplicate),
+            ] {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(format!("--{name} {p}: a probability, from 0 to 1"));
+                }
+            }
+            if psn > 0xff_ffff {
+                return Err(format!("--psn {psn:#x}: PSNs are 24 bits"));
+            }
+            let options = Options {
+                ops,
+                size,
+                count,
+                mtu,
+                seed,
+                drop,
+                twice,
+                faults: softrnic_link::faults::Faults {
+                    loss,
+                    reorder,
+                    duplicate,
+                    corrupt: 0.0,
+                },
+                first_psn: psn,
+                late_receive_us: late_receive,
+                timeout,
+            };
+            run_simulation(&options, None, &out, "simulation")
         }
         Command::SampleCapture { out } => {
             let file =
@@ -209,5 +379,75 @@ fn quiet_pipe(e: std::io::Error) -> Result<(), String> {
     match e.kind() {
         std::io::ErrorKind::BrokenPipe => Ok(()),
         _ => Err(e.to_string()),
+    }
+}
+
+/// `softrnic ladder`: the text ladder of a capture, and the HTML page if asked.
+fn ladder(
+    file: &std::path::Path,
+    html: Option<&std::path::Path>,
+    mtu: Option<usize>,
+) -> Result<(), String> {
+    use std::io::Read;
+    let name = file.display().to_string();
+    let bytes = if name == "-" {
+        let mut b = Vec::new();
+        std::io::stdin().read_to_end(&mut b).map(|_| b)
+    } else {
+        std::fs::read(file)
+    }
+    .map_err(|e| format!("{name}: {e}"))?;
+    let c = capture::read_capture(&bytes).map_err(|e| format!("{name}: {e}"))?;
+    let analysis = softrnic::conversation::analyse(&c.frames, mtu);
+    print!("{}", softrnic::ladder::text(&analysis));
+    if let Some(path) = html {
+        std::fs::write(path, softrnic::ladder::html(&analysis, &name))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    match c.damage {
+        Some(d) => Err(format!(
+            "{name}: {d}; the ladder shows the frames before it"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Runs a lesson or a simulation, prints its report, and writes its capture (and ladder page).
+fn run_simulation(
+    options: &softrnic::lesson::Options,
+    lesson: Option<&softrnic::lesson::Lesson>,
+    out: &RunOutput,
+    name: &str,
+) -> Result<(), String> {
+    let outcome = softrnic::lesson::simulate(options)?;
+    print!("{}", softrnic::lesson::report(&outcome, lesson));
+    let path = out
+        .write
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{name}.pcapng")));
+    let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut w = capture::LiveWriter::new(std::io::BufWriter::new(file))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    for f in &outcome.frames {
+        let nanos = f.timestamp.as_nanos() as u64;
+        let outbound = f.direction == Some(capture::Direction::Out);
+        let interface = f.interface.as_deref().unwrap_or("wire");
+        w.write(interface, outbound, nanos, 0, &f.data)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    w.flush().map_err(|e| format!("{}: {e}", path.display()))?;
+    println!(
+        "Capture: {} ({} frames)",
+        path.display(),
+        outcome.frames.len()
+    );
+    if let Some(html) = &out.html {
+        std::fs::write(html, softrnic::ladder::html(&outcome.analysis, name))
+            .map_err(|e| format!("{}: {e}", html.display()))?;
+        println!("Ladder page: {}", html.display());
+    }
+    match outcome.data_ok {
+        true => Ok(()),
+        false => Err(format!("the data did not land as sent: {}", outcome.data)),
     }
 }

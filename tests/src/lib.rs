@@ -8,7 +8,7 @@ use softrnic_wire::{
 };
 use std::path::{Path, PathBuf};
 
-pub mod sim;
+pub use softrnic_link::sim;
 pub mod workload;
 
 /// The repository's root.

@@ -3,127 +3,13 @@
 //! responder (first PSN 0x500 for its own requests).
 
 use softrnic_emu_core::{
-    Access, Counters, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SL_ROCE_V2_IPV4, SendFlags,
-    SendOp, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
+    Access, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SL_ROCE_V2_IPV4, SendFlags, SendOp,
+    SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
 };
-use softrnic_tests::sim::{Fate, LinkSpec, Sent, Settings, Sim};
+use softrnic_tests::sim::{LinkSpec, Pair, Settings, Sim};
 use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, RethRepr, Syndrome, bth::BthRepr};
 
 const RW: Access = Access::from_bits_retain(1 | 2 | 4 | 8);
-
-struct Pair {
-    sim: Sim,
-    pd: [u32; 2],
-    cq: [u32; 2],
-    qp: [u32; 2],
-}
-
-impl Pair {
-    fn new(qp_type: QpType, settings: Settings) -> Pair {
-        let mut sim = Sim::new(1, 2, LinkSpec::default());
-        sim.record = true;
-        let mut pd = [0; 2];
-        let mut cq = [0; 2];
-        let mut qp = [0; 2];
-        for h in 0..2 {
-            let e = &mut sim.hosts[h].engine;
-            pd[h] = e.alloc_pd(0).unwrap();
-            cq[h] = e.create_cq(64).unwrap();
-            let cap = QpCap::new(32, 4, 64);
-            let init = QpInit::new(qp_type, cq[h], cap);
-            qp[h] = e.create_qp(pd[h], init).unwrap();
-        }
-        let (e0, e1) = (sim.endpoint(0, qp[0], 0), sim.endpoint(1, qp[1], 0x500));
-        sim.connect(0, qp[0], 0, &e1, &settings);
-        sim.connect(1, qp[1], 0x500, &e0, &settings);
-        Pair { sim, pd, cq, qp }
-    }
-
-    fn rc() -> Pair {
-        Pair::new(QpType::Rc, Settings::default())
-    }
-
-    /// A buffer of `len` bytes filled with `fill`, registered with `access`: (address, key).
-    fn buf(&mut self, h: usize, len: usize, fill: u8, access: Access) -> (u64, u32) {
-        let e = &mut self.sim.hosts[h].engine;
-        let addr = e.memory_mut().alloc(len);
-        e.memory_mut().slice_mut(addr, len).unwrap().fill(fill);
-        let key = e.reg_mr(self.pd[h], addr, len as u64, access).unwrap();
-        (addr, key)
-    }
-
-    fn bytes(&self, h: usize, addr: u64, len: usize) -> Vec<u8> {
-        self.sim.hosts[h]
-            .engine
-            .memory()
-            .slice(addr, len)
-            .unwrap()
-            .to_vec()
-    }
-
-    fn send(&mut self, wr_id: u64, op: SendOp, sgl: Vec<Sge>) {
-        let wr = SendWr {
-            wr_id,
-            op,
-            sgl,
-            flags: SendFlags::SIGNALED,
-            ud: None,
-            xrc_srqn: None,
-        };
-        self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();
-    }
-
-    fn recv(&mut self, wr_id: u64, sgl: Vec<Sge>) {
-        let wr = RecvWr { wr_id, sgl };
-        self.sim.hosts[1].engine.post_recv(self.qp[1], wr).unwrap();
-    }
-
-    fn run(&mut self) {
-        self.sim.run_idle(100_000).unwrap();
-    }
-
-    /// The completions waiting at host `h`, whole.
-    fn poll(&mut self, h: usize) -> Vec<Wc> {
-        let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 64];
-        let n = self.sim.hosts[h]
-            .engine
-            .poll_cq(self.cq[h], &mut out)
-            .unwrap();
-        out[..n].to_vec()
-    }
-
-    fn wcs(&mut self, h: usize) -> Vec<(u64, WcStatus, WcOpcode, u32)> {
-        let wcs = self.poll(h).into_iter();
-        wcs.map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
-            .collect()
-    }
-
-    fn lines(&self) -> Vec<String> {
-        self.sim.trace.iter().map(Sent::line).collect()
-    }
-
-    fn counters(&self, h: usize) -> Counters {
-        self.sim.hosts[h].engine.counters().clone()
-    }
-
-    fn state(&self, h: usize) -> Option<QpState> {
-        self.sim.hosts[h].engine.qp_state(self.qp[h])
-    }
-
-    /// Loses the `n`th (from 0) frame matching `pick`.
-    fn lose(&mut self, n: usize, pick: impl Fn(&Sent) -> bool + 'static) {
-        let mut seen = 0;
-        self.sim.hook = Some(Box::new(move |s| {
-            if pick(s) {
-                seen += 1;
-                if seen == n + 1 {
-                    return Some(Fate::Dropped);
-                }
-            }
-            None
-        }));
-    }
-}
 
 fn sge(addr: u64, length: usize, lkey: u32) -> Vec<Sge> {
     vec![Sge {

@@ -6,19 +6,20 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use crate::library::Endpoint;
 use softrnic_emu_core::{
-    Access, AddressHandle, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant, MAX_FRAME, Mtu,
-    QpAttr, bring_up,
+    Access, AddressHandle, Config, Counters, DeviceAttr, Engine, Gid, HeapMemory, Instant,
+    MAX_FRAME, Mtu, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge,
+    Wc, WcOpcode, WcStatus, bring_up,
 };
-use softrnic_link::library::Endpoint;
 use softrnic_wire::{
     EthRepr, EthernetAddress, ExtRepr, FrameRepr, IpRepr, Opcode, Syndrome, UdpRepr, bth::BthRepr,
     frame,
 };
 
-use crate::Rng;
-pub use softrnic_link::faults::{Fate, Faults};
-use softrnic_link::{Link, drive};
+pub use crate::faults::{Fate, Faults};
+use crate::{Link, drive};
+use softrnic_emu_core::Rng;
 
 /// The link between every pair of hosts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -94,6 +95,19 @@ pub struct Host {
 /// A frame on the wire: (arrival time, sequence number for ties, receiving host, bytes).
 type InFlight = (u64, u64, usize, Vec<u8>);
 
+/// A frame as a capture on a host's port sees it: leaving one host, or arriving at one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Virtual time, in nanoseconds.
+    pub at: u64,
+    /// The host whose port it passed.
+    pub host: usize,
+    /// Whether it was leaving that host (else arriving).
+    pub outbound: bool,
+    /// The frame's bytes (a corrupted frame arrives corrupted).
+    pub frame: Vec<u8>,
+}
+
 /// A scenario hook: decides the fate of a frame instead of the random faults.
 pub type Hook = Box<dyn FnMut(&Sent) -> Option<Fate>>;
 
@@ -111,6 +125,11 @@ pub struct Sim {
     pub trace: Vec<Sent>,
     /// Whether to fill `trace`.
     pub record: bool,
+    /// Every frame leaving and arriving at each host's port, when `capture` is set: what a
+    /// capture on every port would hold.
+    pub seen: Vec<Seen>,
+    /// Whether to fill `seen`.
+    pub capture: bool,
     /// Overrides the random faults, for scenarios that lose one particular frame.
     pub hook: Option<Hook>,
     rng: Rng,
@@ -155,6 +174,8 @@ impl Sim {
             partition: None,
             trace: Vec::new(),
             record: false,
+            seen: Vec::new(),
+            capture: false,
             hook: None,
             rng: Rng::new(seed ^ 0x5eed),
             in_flight: BinaryHeap::new(),
@@ -218,6 +239,14 @@ impl Sim {
             len: parsed.map_or(0, |p| p.payload().len()),
             fate: Fate::Delivered,
         };
+        if self.capture {
+            self.seen.push(Seen {
+                at: self.now,
+                host: from,
+                outbound: true,
+                frame: frame.clone(),
+            });
+        }
         let f = self.link.faults;
         let partitioned = self
             .partition
@@ -242,7 +271,7 @@ impl Sim {
                 self.schedule(at, to, frame);
             }
             Fate::Corrupted => {
-                softrnic_link::faults::corrupt(&mut frame, &mut self.rng);
+                crate::faults::corrupt(&mut frame, &mut self.rng);
                 self.schedule(at, to, frame);
             }
             Fate::Delivered => self.schedule(at, to, frame),
@@ -313,6 +342,14 @@ impl Sim {
             .is_some_and(|Reverse((t, ..))| *t <= self.now)
         {
             let Reverse((_, _, to, frame)) = self.in_flight.pop().expect("peeked");
+            if self.capture {
+                self.seen.push(Seen {
+                    at: self.now,
+                    host: to,
+                    outbound: false,
+                    frame: frame.clone(),
+                });
+            }
             arrived[to].push_back(frame);
         }
         // What the hosts send in answer waits for the next step's pump, so that a scenario
@@ -462,5 +499,150 @@ impl Default for Settings {
                 .union(Access::REMOTE_READ)
                 .union(Access::REMOTE_ATOMIC),
         }
+    }
+}
+
+/// Two hosts with one QP each, connected: host 0's QP is the requester (first PSN 0), host 1's
+/// the responder (first PSN 0x500 for its own requests). The scenarios and the lessons use it.
+pub struct Pair {
+    /// The network.
+    pub sim: Sim,
+    /// Each host's PD.
+    pub pd: [u32; 2],
+    /// Each host's CQ (send and receive).
+    pub cq: [u32; 2],
+    /// Each host's QP.
+    pub qp: [u32; 2],
+}
+
+impl Pair {
+    /// Seed 1 over the default link, first PSNs 0 and 0x500.
+    pub fn new(qp_type: QpType, settings: Settings) -> Pair {
+        Pair::with(qp_type, settings, 1, LinkSpec::default(), [0, 0x500])
+    }
+
+    /// Two hosts on `link`, everything random drawn from `seed`, each QP's first PSN from
+    /// `psns`.
+    pub fn with(
+        qp_type: QpType,
+        settings: Settings,
+        seed: u64,
+        link: LinkSpec,
+        psns: [u32; 2],
+    ) -> Pair {
+        let mut sim = Sim::new(seed, 2, link);
+        sim.record = true;
+        let mut pd = [0; 2];
+        let mut cq = [0; 2];
+        let mut qp = [0; 2];
+        for h in 0..2 {
+            let e = &mut sim.hosts[h].engine;
+            pd[h] = e.alloc_pd(0).unwrap();
+            cq[h] = e.create_cq(64).unwrap();
+            let cap = QpCap::new(32, 4, 64);
+            let init = QpInit::new(qp_type, cq[h], cap);
+            qp[h] = e.create_qp(pd[h], init).unwrap();
+        }
+        let (e0, e1) = (
+            sim.endpoint(0, qp[0], psns[0]),
+            sim.endpoint(1, qp[1], psns[1]),
+        );
+        sim.connect(0, qp[0], psns[0], &e1, &settings);
+        sim.connect(1, qp[1], psns[1], &e0, &settings);
+        Pair { sim, pd, cq, qp }
+    }
+
+    /// An RC pair with the default settings.
+    pub fn rc() -> Pair {
+        Pair::new(QpType::Rc, Settings::default())
+    }
+
+    /// A buffer of `len` bytes filled with `fill`, registered with `access`: (address, key).
+    pub fn buf(&mut self, h: usize, len: usize, fill: u8, access: Access) -> (u64, u32) {
+        let e = &mut self.sim.hosts[h].engine;
+        let addr = e.memory_mut().alloc(len);
+        e.memory_mut().slice_mut(addr, len).unwrap().fill(fill);
+        let key = e.reg_mr(self.pd[h], addr, len as u64, access).unwrap();
+        (addr, key)
+    }
+
+    /// The `len` bytes at `addr` of host `h`'s memory.
+    pub fn bytes(&self, h: usize, addr: u64, len: usize) -> Vec<u8> {
+        self.sim.hosts[h]
+            .engine
+            .memory()
+            .slice(addr, len)
+            .unwrap()
+            .to_vec()
+    }
+
+    /// Posts a signaled send WR on host 0's QP.
+    pub fn send(&mut self, wr_id: u64, op: SendOp, sgl: Vec<Sge>) {
+        let wr = SendWr {
+            wr_id,
+            op,
+            sgl,
+            flags: SendFlags::SIGNALED,
+            ud: None,
+            xrc_srqn: None,
+        };
+        self.sim.hosts[0].engine.post_send(self.qp[0], wr).unwrap();
+    }
+
+    /// Posts a receive WR on host 1's QP.
+    pub fn recv(&mut self, wr_id: u64, sgl: Vec<Sge>) {
+        let wr = RecvWr { wr_id, sgl };
+        self.sim.hosts[1].engine.post_recv(self.qp[1], wr).unwrap();
+    }
+
+    /// Runs until nothing is left to happen; panics on a livelock.
+    pub fn run(&mut self) {
+        self.sim.run_idle(100_000).unwrap();
+    }
+
+    /// The completions waiting at host `h`, whole.
+    pub fn poll(&mut self, h: usize) -> Vec<Wc> {
+        let mut out = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 64];
+        let n = self.sim.hosts[h]
+            .engine
+            .poll_cq(self.cq[h], &mut out)
+            .unwrap();
+        out[..n].to_vec()
+    }
+
+    /// The completions waiting at host `h`: (wr_id, status, opcode, byte_len).
+    pub fn wcs(&mut self, h: usize) -> Vec<(u64, WcStatus, WcOpcode, u32)> {
+        let wcs = self.poll(h).into_iter();
+        wcs.map(|w| (w.wr_id, w.status, w.opcode, w.byte_len))
+            .collect()
+    }
+
+    /// The trace, one [`Sent::line`] per frame.
+    pub fn lines(&self) -> Vec<String> {
+        self.sim.trace.iter().map(Sent::line).collect()
+    }
+
+    /// Host `h`'s counters.
+    pub fn counters(&self, h: usize) -> Counters {
+        self.sim.hosts[h].engine.counters().clone()
+    }
+
+    /// The state of host `h`'s QP.
+    pub fn state(&self, h: usize) -> Option<QpState> {
+        self.sim.hosts[h].engine.qp_state(self.qp[h])
+    }
+
+    /// Loses the `n`th (from 0) frame matching `pick`.
+    pub fn lose(&mut self, n: usize, pick: impl Fn(&Sent) -> bool + 'static) {
+        let mut seen = 0;
+        self.sim.hook = Some(Box::new(move |s| {
+            if pick(s) {
+                seen += 1;
+                if seen == n + 1 {
+                    return Some(Fate::Dropped);
+                }
+            }
+            None
+        }));
     }
 }

@@ -1,0 +1,800 @@
+//! A capture read as conversations: which packet answers which, what each ACK covers, where
+//! PSNs jump or repeat, which READ responses belong to which request. The ladder draws this, and
+//! `dissect --analyse` prints it beside each frame.
+//!
+//! It knows only what the capture shows. A frame seen leaving one device and arriving at
+//! another (a same-host capture, or a lesson's, which captures every port) is one packet, and a
+//! packet seen leaving but never arriving, where its receiver's port is captured too, was lost.
+//! The PSN rules are IBA Vol 1 ch. 9.7: the responder expects one PSN after another (9.7.2);
+//! a request it has already seen is a duplicate, answered again (9.7.5.1.2); a PSN beyond
+//! the expected one is a sequence error, NAKed with the PSN it expected (9.7.5.1.1). A READ
+//! takes one PSN per response packet (9.7.2). An ACK acknowledges every request up to its PSN
+//! (coalesced, 9.7.5.1.3), and a response beyond a READ that still lacks responses is an
+//! implied NAK of that READ (9.9.2.1).
+
+use crate::capture::{CapturedFrame, Direction};
+use softrnic_wire::opcode::{Operation, Position};
+use softrnic_wire::{NakCode, ParsedFrame, Syndrome, Transport, frame};
+use std::collections::HashMap;
+use std::fmt::Write;
+
+/// What a note says about a packet, for the ladder's marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mark {
+    /// Sent, never arrived.
+    Lost,
+    /// The receiver expected an earlier PSN.
+    Gap,
+    /// The same PSN sent again.
+    Retransmission,
+    /// A request the responder had already seen.
+    Duplicate,
+    /// What an ACK acknowledges.
+    Covers,
+    /// A NAK, and its cause.
+    Nak,
+    /// A receiver-not-ready NAK.
+    RnrNak,
+    /// A response tied to its request.
+    Response,
+    /// A response that shows an earlier READ lacks responses.
+    ImpliedNak,
+    /// An atomic answered again from the saved result.
+    Replay,
+    /// What a request asks for.
+    Request,
+    /// ECN and CNPs.
+    Congestion,
+    /// A wrong ICRC.
+    BadIcrc,
+}
+
+impl Mark {
+    /// Its name, as a CSS class in the HTML ladder.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mark::Lost => "lost",
+            Mark::Gap => "gap",
+            Mark::Retransmission => "retransmission",
+            Mark::Duplicate => "duplicate",
+            Mark::Covers => "covers",
+            Mark::Nak => "nak",
+            Mark::RnrNak => "rnr-nak",
+            Mark::Response => "response",
+            Mark::ImpliedNak => "implied-nak",
+            Mark::Replay => "replay",
+            Mark::Request => "request",
+            Mark::Congestion => "congestion",
+            Mark::BadIcrc => "bad-icrc",
+        }
+    }
+}
+
+/// One thing said about a packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// What kind of thing.
+    pub mark: Mark,
+    /// The sentence.
+    pub text: String,
+}
+
+/// One packet on the wire: a frame, with its arrival where the capture saw that too.
+#[derive(Debug, Clone)]
+pub struct Packet {
+    /// The capture's frame number (from 1) of its first sighting.
+    pub number: usize,
+    /// The frame number of its arrival, when it was seen leaving and arriving.
+    pub arrival: Option<usize>,
+    /// When it was first seen, in seconds from the capture's first frame.
+    pub at: f64,
+    /// When it arrived, when that was seen.
+    pub arrived_at: Option<f64>,
+    /// Sender and receiver, as IP addresses.
+    pub src: String,
+    /// The receiver.
+    pub dst: String,
+    /// Whether it was seen leaving, where the receiver's port was captured, and never arriving.
+    pub lost: bool,
+    /// A second arrival of a packet sent once: the network duplicated this one.
+    pub duplicate_of: Option<usize>,
+    /// The frame's bytes.
+    pub bytes: Vec<u8>,
+    /// Its length on the wire.
+    pub original_len: usize,
+    /// What the analysis says about it.
+    pub notes: Vec<Note>,
+}
+
+impl Packet {
+    /// The frame parsed (it parsed when the analysis took it in).
+    pub fn parsed(&self) -> Option<ParsedFrame<'_>> {
+        frame::parse_unverified(&self.bytes).ok()
+    }
+
+    /// Whether a note of this kind is on it.
+    pub fn has(&self, mark: Mark) -> bool {
+        self.notes.iter().any(|n| n.mark == mark)
+    }
+}
+
+/// The packets between two hosts, in the order they were sent.
+#[derive(Debug, Clone)]
+pub struct Conversation {
+    /// The two hosts: the first is the one that sent first.
+    pub hosts: [String; 2],
+    /// The QP pairs seen: (QP on the first host, QP on the second), either 0 where no packet
+    /// named it.
+    pub qps: Vec<(u32, u32)>,
+    /// Indices into [`Analysis::packets`].
+    pub packets: Vec<usize>,
+}
+
+/// A capture's conversations.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Every RoCEv2 packet, in the order first seen.
+    pub packets: Vec<Packet>,
+    /// Packets by host pair.
+    pub conversations: Vec<Conversation>,
+    /// Frames that are not RoCEv2 or do not parse.
+    pub skipped: usize,
+    /// The path MTU used to count a READ's responses: given, or the largest FIRST or MIDDLE
+    /// payload seen.
+    pub mtu: Option<usize>,
+}
+
+/// PSNs are 24 bits and wrap (IBA 9.7.1): `a - b` in the window, as a signed distance.
+fn psn_diff(a: u32, b: u32) -> i32 {
+    let d = a.wrapping_sub(b) & 0xff_ffff;
+    if d >= 0x80_0000 {
+        d as i32 - 0x100_0000
+    } else {
+        d as i32
+    }
+}
+
+fn psn_add(a: u32, n: u32) -> u32 {
+    a.wrapping_add(n) & 0xff_ffff
+}
+
+/// A request outstanding at its requester.
+#[derive(Debug, Clone)]
+struct Outstanding {
+    first: u32,
+    last: u32,
+    packet: usize,
+    op: Operation,
+    /// READ: the next response PSN it waits for.
+    next_response: u32,
+    /// Answered (ACKed, or its responses all in).
+    done: bool,
+}
+
+/// A request flow: one QP's requests to another host's QP, as both ends see them.
+#[derive(Debug, Default)]
+struct Flow {
+    /// The PSN the responder expects next (from the packets that reached it).
+    expected: Option<u32>,
+    /// First packet of each PSN sent, for retransmissions.
+    first_of: HashMap<u32, usize>,
+    outstanding: Vec<Outstanding>,
+}
+
+type FlowKey = (String, String, u32);
+
+/// Reads a capture's packets into conversations and notes. `mtu` is the path MTU where known
+/// (a lesson knows it); otherwise it is inferred from multi-packet messages.
+pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
+    let mut a = Analysis::default();
+    let start = frames.first().map(|f| f.timestamp).unwrap_or_default();
+    // Sent frames that may yet be seen arriving, by their bytes.
+    let mut awaiting: HashMap<Vec<u8>, Vec<usize>> = HashMap::new();
+    // Packets seen arriving, by their bytes: a second arrival with no second sending is the
+    // network's duplicate.
+    let mut arrived: HashMap<Vec<u8>, usize> = HashMap::new();
+    // Hosts whose arrivals the capture shows.
+    let mut receivers: Vec<String> = Vec::new();
+    for (i, f) in frames.iter().enumerate() {
+        let t = f.timestamp.saturating_sub(start).as_secs_f64();
+        let Ok(p) = frame::parse_unverified(&f.data) else {
+            a.skipped += 1;
+            continue;
+        };
+        let (src, dst) = p.repr.ip.addrs();
+        let (src, dst) = (src.to_string(), dst.to_string());
+        if f.direction == Some(Direction::In) {
+            if !receivers.contains(&dst) {
+                receivers.push(dst.clone());
+            }
+            // The latest such frame sent: a retransmission has the bytes of the packet it
+            // repeats, and arrives after it was sent, where the first copy may have been lost.
+            let from = awaiting.get_mut(&f.data).and_then(|v| {
+                let pos = v.iter().rposition(|&k| {
+                    frames_interface(frames, &a.packets[k]) != f.interface.as_deref()
+                })?;
+                Some(v.remove(pos))
+            });
+            if let Some(k) = from {
+                a.packets[k].arrival = Some(i + 1);
+                a.packets[k].arrived_at = Some(t);
+                arrived.insert(f.data.clone(), k);
+                continue;
+            }
+        }
+        let duplicate_of = match f.direction {
+            Some(Direction::In) => arrived.get(&f.data).map(|&k| a.packets[k].number),
+            _ => None,
+        };
+        if f.direction == Some(Direction::Out) {
+            awaiting
+                .entry(f.data.clone())
+                .or_default()
+                .push(a.packets.len());
+        }
+        a.packets.push(Packet {
+            number: i + 1,
+            arrival: None,
+            at: t,
+            arrived_at: None,
+            src,
+            dst,
+            lost: false,
+            duplicate_of,
+            bytes: f.data.clone(),
+            original_len: f.original_len,
+            notes: Vec::new(),
+        });
+    }
+    for p in &mut a.packets {
+        let sent_only = frames[p.number - 1].direction == Some(Direction::Out);
+        p.lost = sent_only && p.arrival.is_none() && receivers.contains(&p.dst);
+    }
+    a.mtu = mtu.or_else(|| inferred_mtu(&a.packets));
+    annotate(&mut a);
+    a.conversations = conversations(&a.packets);
+    a
+}
+
+/// The interface a packet was first seen on.
+fn frames_interface<'a>(frames: &'a [CapturedFrame], p: &Packet) -> Option<&'a str> {
+    frames[p.number - 1].interface.as_deref()
+}
+
+/// The largest payload of a FIRST or MIDDLE packet: every one is a full path MTU.
+fn inferred_mtu(packets: &[Packet]) -> Option<usize> {
+    packets
+        .iter()
+        .filter_map(|p| {
+            let f = p.parsed()?;
+            let info = f.repr.bth.opcode.info();
+            matches!(info.position, Position::First | Position::Middle).then(|| f.payload().len())
+        })
+        .max()
+}
+
+fn note(p: &mut Packet, mark: Mark, text: String) {
+    p.notes.push(Note { mark, text });
+}
+
+/// Frame numbers, as the notes name them: "frame 3" or "frames 3 to 7".
+fn frames_named(numbers: &[usize]) -> String {
+    match numbers {
+        [] => String::new(),
+        [n] => format!("frame {n}"),
+        [first, .., last] => format!("frames {first} to {last}"),
+    }
+}
+
+/// Walks the packets in order, keeping each request flow's state.
+fn annotate(a: &mut Analysis) {
+    let mtu = a.mtu;
+    let mut flows: HashMap<FlowKey, Flow> = HashMap::new();
+    // A response flow's request flow, once found.
+    let mut answers: HashMap<FlowKey, FlowKey> = HashMap::new();
+    // Each response flow's responses by (opcode, PSN), with the first frame of each.
+    let mut sent_before: HashMap<FlowKey, HashMap<(u8, u32), usize>> = HashMap::new();
+    let rkey_of =
+        |p: &Packet, r: &softrnic_wire::FrameRepr| (p.src.clone(), p.dst.clone(), r.bth.dest_qp);
+    // CE-marked packets not yet answered by a CNP: (from, to) -> frame.
+    let mut marked: HashMap<(String, String), usize> = HashMap::new();
+    for i in 0..a.packets.len() {
+        let Some(f) = a.packets[i].parsed() else {
+            continue;
+        };
+        let repr = f.repr;
+        let icrc_ok = f.verify_icrc().is_ok();
+        let info = repr.bth.opcode.info();
+        let p = &mut a.packets[i];
+        let (src, dst) = (p.src.clone(), p.dst.clone());
+        if !icrc_ok {
+            note(p, Mark::BadIcrc, "ICRC wrong: the receiver drops it".into());
+        }
+        if p.lost {
+            note(p, Mark::Lost, "lost: sent, never arrived".into());
+        }
+        if let Some(n) = p.duplicate_of {
+            note(
+                p,
+                Mark::Duplicate,
+                format!("arrived again: the network duplicated frame {n}, sent once"),
+            );
+        }
+        if repr.ip.ecn() == 3 {
+            note(
+                p,
+                Mark::Congestion,
+                "ECN CE: a congested switch marked it; the receiver answers with a CNP".into(),
+            );
+            marked.insert((src.clone(), dst.clone()), p.number);
+        }
+        if info.operation == Operation::Cnp {
+            let text = match marked.remove(&(dst.clone(), src.clone())) {
+                Some(n) => format!(
+                    "CNP to QP {:#x}: answers the CE mark on frame {n}; the sender slows down",
+                    repr.bth.dest_qp
+                ),
+                None => format!(
+                    "CNP to QP {:#x}: the sender should slow down",
+                    repr.bth.dest_qp
+                ),
+            };
+            note(p, Mark::Congestion, text);
+            continue;
+        }
+        let reliable = matches!(info.transport, Transport::Rc | Transport::Xrc);
+        if !matches!(
+            info.transport,
+            Transport::Rc | Transport::Xrc | Transport::Uc
+        ) {
+            continue;
+        }
+        let psn = repr.bth.psn;
+        if !info.operation.is_response() {
+            let key = (src, dst, repr.bth.dest_qp);
+            let flow = flows.entry(key).or_default();
+            request(p, flow, &repr, mtu, reliable, icrc_ok);
+            continue;
+        }
+        // A response: find the requests it answers.
+        let rkey = (src.clone(), dst.clone(), repr.bth.dest_qp);
+        let fkey = match answers.get(&rkey) {
+            Some(k) => k.clone(),
+            None => {
+                let Some(k) = flows
+                    .iter()
+                    .filter(|((s, d, _), _)| *s == dst && *d == src)
+                    .min_by_key(|(_, fl)| {
+                        fl.outstanding
+                            .iter()
+                            .map(|o| psn_diff(psn, o.first).unsigned_abs())
+                            .min()
+                            .unwrap_or(u32::MAX)
+                    })
+                    .map(|(k, _)| k.clone())
+                else {
+                    continue;
+                };
+                answers.insert(rkey, k.clone());
+                k
+            }
+        };
+        let Some(flow) = flows.get_mut(&fkey) else {
+            continue;
+        };
+        // A response the responder sent before: it answers a duplicate request again.
+        let again = sent_before
+            .entry(rkey_of(&a.packets[i], &repr))
+            .or_default();
+        let first = *again
+            .entry((repr.bth.opcode as u8, psn))
+            .or_insert(a.packets[i].number);
+        // (ACKs repeat by nature: what one adds is said below.)
+        if first != a.packets[i].number && info.operation != Operation::Acknowledge {
+            let text = if info.operation == Operation::AtomicAcknowledge {
+                format!(
+                    "the responder answers the repeated atomic with the result it saved in frame {first}: it does not execute it twice (IBA 9.4.5)"
+                )
+            } else {
+                format!(
+                    "sent again (first in frame {first}): the responder answers the duplicate request again"
+                )
+            };
+            let mark = if info.operation == Operation::AtomicAcknowledge {
+                Mark::Replay
+            } else {
+                Mark::Retransmission
+            };
+            note(&mut a.packets[i], mark, text);
+        }
+        // A lost response tells the requester nothing: say only what it answered.
+        if a.packets[i].lost {
+            let mut copy = Flow {
+                outstanding: flow.outstanding.clone(),
+                ..Flow::default()
+            };
+            response(a, i, &mut copy, &repr, psn);
+        } else {
+            response(a, i, flow, &repr, psn);
+        }
+    }
+}
+
+/// A request: what it asks, whether it is new, repeated or beyond a gap.
+fn request(
+    p: &mut Packet,
+    flow: &mut Flow,
+    repr: &softrnic_wire::FrameRepr,
+    mtu: Option<usize>,
+    reliable: bool,
+    icrc_ok: bool,
+) {
+    let info = repr.bth.opcode.info();
+    let psn = repr.bth.psn;
+    // PSNs it takes: one, or one per response packet for a READ (9.7.2).
+    let reth_len = repr.ext.reth.map_or(0, |r| r.dma_len as usize);
+    let span = match info.operation {
+        Operation::RdmaReadRequest => match mtu {
+            Some(m) if m > 0 => reth_len.div_ceil(m).max(1) as u32,
+            _ => 1,
+        },
+        _ => 1,
+    };
+    let last = psn_add(psn, span - 1);
+    if info.operation == Operation::RdmaReadRequest {
+        let text = if span > 1 {
+            format!(
+                "READ of {reth_len} bytes: expects {span} responses, PSNs {psn:#08x} to {last:#08x}"
+            )
+        } else {
+            format!("READ of {reth_len} bytes: expects one response, PSN {psn:#08x}")
+        };
+        note(p, Mark::Request, text);
+    }
+    // The sender's view: sent before? (Not for the network's copy of a packet.)
+    match flow.first_of.get(&psn) {
+        _ if p.duplicate_of.is_some() => {}
+        Some(&n) if n != p.number => note(
+            p,
+            Mark::Retransmission,
+            format!("retransmission of frame {n} (PSN {psn:#08x})"),
+        ),
+        _ => {
+            flow.first_of.insert(psn, p.number);
+        }
+    }
+    if reliable && !flow.outstanding.iter().any(|o| o.first == psn) {
+        flow.outstanding.push(Outstanding {
+            first: psn,
+            last,
+            packet: p.number,
+            op: info.operation,
+            next_response: psn,
+            done: false,
+        });
+    }
+    // The receiver's view, from what reached it.
+    if p.lost || !icrc_ok {
+        return;
+    }
+    let expected = *flow.expected.get_or_insert(psn);
+    match psn_diff(psn, expected) {
+        0 => flow.expected = Some(psn_add(last, 1)),
+        d if d > 0 => note(
+            p,
+            Mark::Gap,
+            format!(
+                "gap: the receiver expected PSN {expected:#08x}, {d} packet{} missing",
+                if d == 1 { " is" } else { "s are" }
+            ),
+        ),
+        _ if reliable => note(
+            p,
+            Mark::Duplicate,
+            format!(
+                "duplicate: the responder has it (it expects PSN {expected:#08x}) and answers it again"
+            ),
+        ),
+        _ => note(
+            p,
+            Mark::Duplicate,
+            format!("duplicate: the receiver expects PSN {expected:#08x}"),
+        ),
+    }
+}
+
+/// A response: what it answers, and what that means for the requester.
+fn response(
+    a: &mut Analysis,
+    i: usize,
+    flow: &mut Flow,
+    repr: &softrnic_wire::FrameRepr,
+    psn: u32,
+) {
+    let info = repr.bth.opcode.info();
+    let aeth = repr.ext.aeth;
+    let mut notes: Vec<Note> = Vec::new();
+    let mut say = |mark, text: String| notes.push(Note { mark, text });
+    // Requests a READ still lacks responses to, before this PSN: implied NAKs (9.9.2.1).
+    let implied = |flow: &Flow, psn: u32| -> Option<(usize, u32)> {
+        flow.outstanding.iter().find_map(|o| {
+            (o.op == Operation::RdmaReadRequest
+                && !o.done
+                && psn_diff(psn, o.last) > 0
+                && psn_diff(o.next_response, o.first) >= 0)
+                .then_some((o.packet, o.next_response))
+        })
+    };
+    match info.operation {
+        Operation::RdmaReadResponse | Operation::AtomicAcknowledge => {
+            if let Some((n, from)) = implied(flow, psn) {
+                say(
+                    Mark::ImpliedNak,
+                    format!(
+                        "implied NAK: the READ in frame {n} still lacks its response at PSN {from:#08x}; the requester reads again from there"
+                    ),
+                );
+            }
+            let Some(o) = flow
+                .outstanding
+                .iter_mut()
+                .find(|o| psn_diff(psn, o.first) >= 0 && psn_diff(o.last, psn) >= 0)
+            else {
+                say(
+                    Mark::Response,
+                    "answers no outstanding request (a ghost response)".into(),
+                );
+                return attach(a, i, notes);
+            };
+            if info.operation == Operation::AtomicAcknowledge {
+                o.done = true;
+                let orig = repr.ext.atomic_ack_eth.map_or(0, |x| x.orig);
+                let what = if o.op == Operation::FetchAdd {
+                    "FETCH_ADD"
+                } else {
+                    "COMPARE_SWAP"
+                };
+                say(
+                    Mark::Response,
+                    format!(
+                        "answer to the {what} in frame {}: the target held {orig}",
+                        o.packet
+                    ),
+                );
+            } else {
+                let total = psn_diff(o.last, o.first) + 1;
+                let k = psn_diff(psn, o.first) + 1;
+                let d = psn_diff(psn, o.next_response);
+                if d > 0 {
+                    say(
+                        Mark::Gap,
+                        format!(
+                            "responses from PSN {:#08x} are missing before it",
+                            o.next_response
+                        ),
+                    );
+                }
+                if o.op == Operation::RdmaReadRequest {
+                    say(
+                        Mark::Response,
+                        format!("response {k} of {total} to the READ in frame {}", o.packet),
+                    );
+                } else {
+                    let what = if o.op == Operation::Flush {
+                        "FLUSH"
+                    } else {
+                        "ATOMIC WRITE"
+                    };
+                    say(
+                        Mark::Response,
+                        format!("answer to the {what} in frame {}", o.packet),
+                    );
+                }
+                if d >= 0 {
+                    o.next_response = psn_add(psn, 1);
+                }
+                if psn == o.last {
+                    o.done = true;
+                }
+            }
+            // Everything before the request it answers is acknowledged too (9.7.5.1.3).
+            for o in flow.outstanding.iter_mut() {
+                if psn_diff(psn, o.last) > 0
+                    && !matches!(
+                        o.op,
+                        Operation::RdmaReadRequest | Operation::CompareSwap | Operation::FetchAdd
+                    )
+                {
+                    o.done = true;
+                }
+            }
+        }
+        Operation::Acknowledge => {
+            let Some(aeth) = aeth else {
+                return attach(a, i, notes);
+            };
+            match aeth.syndrome {
+                Syndrome::Ack(_) => {
+                    if let Some((n, from)) = implied(flow, psn) {
+                        say(
+                            Mark::ImpliedNak,
+                            format!(
+                                "implied NAK: it acknowledges past the READ in frame {n}, which still lacks its response at PSN {from:#08x}; the requester reads again from there"
+                            ),
+                        );
+                    }
+                    let covered = cover(flow, |o| psn_diff(psn, o.last) >= 0);
+                    if covered.is_empty() {
+                        say(
+                            Mark::Covers,
+                            format!(
+                                "acknowledges nothing new (a repeat for a duplicate): up to PSN {psn:#08x}"
+                            ),
+                        );
+                    } else {
+                        say(
+                            Mark::Covers,
+                            format!(
+                                "acknowledges {} (up to PSN {psn:#08x}); MSN {}: messages the responder completed",
+                                frames_named(&covered),
+                                aeth.msn
+                            ),
+                        );
+                    }
+                }
+                Syndrome::Nak(NakCode::PsnSequenceError) => {
+                    // 9.7.5.1.1: its PSN is the one the responder expected; all before it is
+                    // acknowledged.
+                    let covered = cover(flow, |o| psn_diff(psn, o.last) > 0);
+                    let mut text = format!(
+                        "NAK, PSN sequence error: the responder expected PSN {psn:#08x}; the requester goes back and resends from there (go-back-N)"
+                    );
+                    if !covered.is_empty() {
+                        text.push_str(&format!("; acknowledges {}", frames_named(&covered)));
+                    }
+                    say(Mark::Nak, text);
+                }
+                Syndrome::RnrNak(t) => {
+                    cover(flow, |o| psn_diff(psn, o.last) > 0);
+                    // The responder did not take this PSN: it expects it again.
+                    flow.expected = Some(psn);
+                    say(
+                        Mark::RnrNak,
+                        format!(
+                            "RNR NAK: the responder had no receive buffer for PSN {psn:#08x}; the requester waits {} µs and resends from it",
+                            t.micros()
+                        ),
+                    );
+                }
+                Syndrome::Nak(code) => {
+                    let request = flow
+                        .outstanding
+                        .iter()
+                        .find(|o| psn_diff(psn, o.first) >= 0 && psn_diff(o.last, psn) >= 0)
+                        .map(|o| format!(" to the request in frame {}", o.packet))
+                        .unwrap_or_default();
+                    say(
+                        Mark::Nak,
+                        format!(
+                            "NAK, {}{request} (PSN {psn:#08x}): the request fails, and the requester's QP goes to the error state",
+                            nak_cause(code)
+                        ),
+                    );
+                }
+                Syndrome::Reserved(b) => say(Mark::Nak, format!("reserved syndrome {b:#04x}")),
+            }
+        }
+        _ => {}
+    }
+    attach(a, i, notes);
+}
+
+fn attach(a: &mut Analysis, i: usize, notes: Vec<Note>) {
+    a.packets[i].notes.extend(notes);
+}
+
+/// Marks done the outstanding requests `covered` picks (not READs and atomics, which only
+/// their responses complete); returns their frame numbers.
+fn cover(flow: &mut Flow, covered: impl Fn(&Outstanding) -> bool) -> Vec<usize> {
+    let mut numbers = Vec::new();
+    for o in flow.outstanding.iter_mut().filter(|o| !o.done) {
+        let needs_response = matches!(
+            o.op,
+            Operation::RdmaReadRequest | Operation::CompareSwap | Operation::FetchAdd
+        );
+        if covered(o) && !needs_response {
+            o.done = true;
+            numbers.push(o.packet);
+        }
+    }
+    numbers
+}
+
+fn nak_cause(code: NakCode) -> &'static str {
+    match code {
+        NakCode::PsnSequenceError => "PSN sequence error",
+        NakCode::InvalidRequest => "invalid request (an opcode or length the QP does not take)",
+        NakCode::RemoteAccessError => "remote access error (a bad R_Key, range or access right)",
+        NakCode::RemoteOperationalError => "remote operational error (the responder failed)",
+        NakCode::InvalidRdRequest => "invalid RD request",
+        NakCode::Reserved(_) => "reserved NAK code",
+    }
+}
+
+/// Packets grouped by host pair, each group in the order sent.
+fn conversations(packets: &[Packet]) -> Vec<Conversation> {
+    let mut out: Vec<Conversation> = Vec::new();
+    for (i, p) in packets.iter().enumerate() {
+        let c = match out.iter_mut().find(|c| {
+            (c.hosts[0] == p.src && c.hosts[1] == p.dst)
+                || (c.hosts[0] == p.dst && c.hosts[1] == p.src)
+        }) {
+            Some(c) => c,
+            None => {
+                out.push(Conversation {
+                    hosts: [p.src.clone(), p.dst.clone()],
+                    qps: Vec::new(),
+                    packets: Vec::new(),
+                });
+                out.last_mut().expect("pushed")
+            }
+        };
+        c.packets.push(i);
+        let Some(f) = p.parsed() else { continue };
+        let qp = f.repr.bth.dest_qp;
+        // A QP pair: the destination of one direction with what the other direction names.
+        let to_second = p.dst == c.hosts[1];
+        let known = c
+            .qps
+            .iter()
+            .position(|&(a, b)| if to_second { b == qp } else { a == qp });
+        if known.is_none() {
+            let open = c.qps.iter().position(|&(a, b)| {
+                if to_second {
+                    b == 0 && a != 0
+                } else {
+                    a == 0 && b != 0
+                }
+            });
+            match open {
+                Some(k) if to_second => c.qps[k].1 = qp,
+                Some(k) => c.qps[k].0 = qp,
+                None if to_second => c.qps.push((0, qp)),
+                None => c.qps.push((qp, 0)),
+            }
+        }
+    }
+    out
+}
+
+/// The notes of every packet, one line each, for `dissect --analyse`: frame number, then notes.
+pub fn notes_by_frame(a: &Analysis) -> HashMap<usize, Vec<String>> {
+    let mut m: HashMap<usize, Vec<String>> = HashMap::new();
+    for p in &a.packets {
+        let texts: Vec<String> = p.notes.iter().map(|n| n.text.clone()).collect();
+        if texts.is_empty() {
+            continue;
+        }
+        m.entry(p.number).or_default().extend(texts.iter().cloned());
+        if let Some(n) = p.arrival {
+            let mut line = String::new();
+            let _ = write!(line, "(arrival of frame {})", p.number);
+            m.entry(n).or_default().push(line);
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psn_distance_wraps() {
+        assert_eq!(psn_diff(5, 3), 2);
+        assert_eq!(psn_diff(3, 5), -2);
+        assert_eq!(psn_diff(1, 0xff_fffe), 3);
+        assert_eq!(psn_diff(0xff_fffe, 1), -3);
+        assert_eq!(psn_add(0xff_ffff, 1), 0);
+    }
+}

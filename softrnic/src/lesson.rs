@@ -1,0 +1,538 @@
+//! Lessons and `softrnic simulate`: two hosts, A (198.18.0.1) and B (198.18.0.2), each with an
+//! RC QP, running softrnic's engine over the deterministic simulated network in virtual time.
+//! Work is posted at A; faults are chosen (a packet dropped, random loss, reordering,
+//! duplication) or drawn from the seed, so a run replays exactly. Every port is captured, so
+//! the capture shows each packet leaving and arriving, and a lost one leaving only.
+
+use crate::capture::{CapturedFrame, Direction};
+use crate::conversation::{self, Analysis};
+use softrnic_emu_core::{Access, Counters, Mtu, QpType, Remote, SendOp, Sge, Wc};
+use softrnic_link::sim::{Fate, Faults, LinkSpec, Pair, Sent, Settings};
+use softrnic_wire::Opcode;
+use std::fmt::Write;
+use std::time::Duration;
+
+/// The operations `simulate` posts at A.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// SEND into a receive buffer posted at B.
+    Send,
+    /// RDMA WRITE into B's buffer.
+    Write,
+    /// RDMA READ of B's buffer.
+    Read,
+    /// Compare and swap on an 8-byte counter at B (compare 0, swap 1).
+    CompareSwap,
+    /// Fetch and add 1 on an 8-byte counter at B.
+    FetchAdd,
+}
+
+impl Op {
+    /// The operation by its command-line name.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Some(match name {
+            "send" => Op::Send,
+            "write" => Op::Write,
+            "read" => Op::Read,
+            "cas" | "compare-swap" => Op::CompareSwap,
+            "fadd" | "fetch-add" => Op::FetchAdd,
+            _ => return None,
+        })
+    }
+}
+
+/// Which packet a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The Nth packet sent (from 1, both directions counted).
+    Nth(usize),
+    /// The first packet of this opcode.
+    Opcode(Opcode),
+}
+
+impl Pick {
+    /// `N` or an opcode name (`RC_SEND_MIDDLE`, or `SEND_MIDDLE` for RC).
+    pub fn parse(s: &str) -> Result<Pick, String> {
+        if let Ok(n) = s.parse::<usize>() {
+            return if n == 0 {
+                Err("packets are counted from 1".into())
+            } else {
+                Ok(Pick::Nth(n))
+            };
+        }
+        let want = s.to_ascii_uppercase();
+        softrnic_wire::opcode::TABLE
+            .iter()
+            .find(|i| i.name == want || i.name == format!("RC_{want}"))
+            .map(|i| Pick::Opcode(i.opcode))
+            .ok_or_else(|| format!("{s}: neither a packet number nor an opcode name"))
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// The operations, posted in this order, each `count` times.
+    pub ops: Vec<Op>,
+    /// Bytes per SEND, WRITE or READ.
+    pub size: usize,
+    /// How many times each operation is posted.
+    pub count: usize,
+    /// The path MTU.
+    pub mtu: Mtu,
+    /// Everything random comes from it.
+    pub seed: u64,
+    /// Packets to lose.
+    pub drop: Vec<Pick>,
+    /// Packets the network delivers twice.
+    pub twice: Vec<Pick>,
+    /// Random loss, duplication and reordering, as probabilities.
+    pub faults: Faults,
+    /// A's first PSN.
+    pub first_psn: u32,
+    /// B posts its receive buffers this many microseconds late (an RNR NAK until then).
+    pub late_receive_us: Option<u64>,
+    /// The ACK timeout exponent: 4.096 µs × 2^timeout (IBA 9.7.6.1.3).
+    pub timeout: u8,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            ops: vec![Op::Send],
+            size: 3000,
+            count: 1,
+            mtu: Mtu::M1024,
+            seed: 1,
+            drop: Vec::new(),
+            twice: Vec::new(),
+            faults: Faults::default(),
+            first_psn: 0,
+            late_receive_us: None,
+            timeout: 4,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Every port's capture, in time order: what `-w` writes.
+    pub frames: Vec<CapturedFrame>,
+    /// The conversation.
+    pub analysis: Analysis,
+    /// The simulator's own record of each packet sent and what the link did with it.
+    pub trace: Vec<Sent>,
+    /// Completions at A and at B.
+    pub completions: [Vec<Wc>; 2],
+    /// Counters of A and B.
+    pub counters: [Counters; 2],
+    /// Whether the bytes landed as sent (SEND, WRITE, READ) and atomics acted once.
+    pub data_ok: bool,
+    /// A line on what was checked.
+    pub data: String,
+}
+
+const HOSTS: [&str; 2] = ["A", "B"];
+const RW: Access = Access::LOCAL_WRITE
+    .union(Access::REMOTE_WRITE)
+    .union(Access::REMOTE_READ)
+    .union(Access::REMOTE_ATOMIC);
+/// Virtual time starts here, so captures have plausible dates: 2026-01-01T00:00:00Z.
+const EPOCH: Duration = Duration::from_secs(1_767_225_600);
+
+/// Runs the options' work between A and B.
+pub fn simulate(o: &Options) -> Result<Outcome, String> {
+    if o.ops.is_empty() || o.count == 0 {
+        return Err("nothing to do: give an operation and a count of at least 1".into());
+    }
+    let settings = Settings {
+        mtu: o.mtu,
+        timeout: o.timeout,
+        ..Settings::default()
+    };
+    let link = LinkSpec {
+        faults: o.faults,
+        ..LinkSpec::default()
+    };
+    let mut p = Pair::with(QpType::Rc, settings, o.seed, link, [o.first_psn, 0x500]);
+    p.sim.capture = true;
+    let (drops, twice) = (o.drop.clone(), o.twice.clone());
+    let (mut sent, mut seen_op) = (0usize, Vec::<Opcode>::new());
+    p.sim.hook = Some(Box::new(move |s: &Sent| {
+        sent += 1;
+        let first_of_op = !seen_op.contains(&s.opcode);
+        if first_of_op {
+            seen_op.push(s.opcode);
+        }
+        let hits = |picks: &[Pick]| {
+            picks.iter().any(|d| match *d {
+                Pick::Nth(n) => n == sent,
+                Pick::Opcode(op) => op == s.opcode && first_of_op,
+            })
+        };
+        if hits(&drops) {
+            Some(Fate::Dropped)
+        } else if hits(&twice) {
+            Some(Fate::Duplicated)
+        } else {
+            None
+        }
+    }));
+
+    let n = o.size.max(1);
+    let rounds = o.count;
+    let (src, lkey) = p.buf(0, n * rounds, 0, RW);
+    let (dst, rkey) = p.buf(1, n * rounds, 0, RW);
+    for (i, b) in p.sim.hosts[0]
+        .engine
+        .memory_mut()
+        .slice_mut(src, n * rounds)
+        .map_err(|e| format!("{e:?}"))?
+        .iter_mut()
+        .enumerate()
+    {
+        *b = (i * 7 + 1) as u8;
+    }
+    // READs fetch a buffer of B's own bytes into one of A's.
+    let (rsrc, rsrc_key) = p.buf(1, n * rounds, 0, RW);
+    for (i, b) in p.sim.hosts[1]
+        .engine
+        .memory_mut()
+        .slice_mut(rsrc, n * rounds)
+        .map_err(|e| format!("{e:?}"))?
+        .iter_mut()
+        .enumerate()
+    {
+        *b = (i * 5 + 3) as u8;
+    }
+    let (rdst, rdst_key) = p.buf(0, n * rounds, 0, RW);
+    let (ctr, ctr_key) = p.buf(1, 8, 0, RW);
+    let (orig, orig_key) = p.buf(0, 8 * rounds * o.ops.len(), 0, RW);
+    let sends = rounds * o.ops.iter().filter(|&&op| op == Op::Send).count();
+    let (rbuf, rbuf_key) = p.buf(1, n * sends.max(1), 0, RW);
+    let sge = |addr: u64, len: usize, lkey: u32| {
+        vec![Sge {
+            addr,
+            length: len as u32,
+            lkey,
+        }]
+    };
+    let post_receives = |p: &mut Pair| {
+        for r in 0..sends {
+            p.recv(100 + r as u64, sge(rbuf + (r * n) as u64, n, rbuf_key));
+        }
+    };
+    if o.late_receive_us.is_none() {
+        post_receives(&mut p);
+    }
+    let mut wr_id = 1;
+    for r in 0..rounds {
+        for (k, &op) in o.ops.iter().enumerate() {
+            let at = (r * n) as u64;
+            let remote = Remote {
+                addr: dst + at,
+                rkey,
+            };
+            let counter = Remote {
+                addr: ctr,
+                rkey: ctr_key,
+            };
+            let result = orig + 8 * (r * o.ops.len() + k) as u64;
+            let (wr, sgl) = match op {
+                Op::Send => (SendOp::Send, sge(src + at, n, lkey)),
+                Op::Write => (SendOp::Write(remote), sge(src + at, n, lkey)),
+                Op::Read => {
+                    let from = Remote {
+                        addr: rsrc + at,
+                        rkey: rsrc_key,
+                    };
+                    (SendOp::Read(from), sge(rdst + at, n, rdst_key))
+                }
+                Op::CompareSwap => (
+                    SendOp::CompareSwap {
+                        remote: counter,
+                        compare: 0,
+                        swap: 1,
+                    },
+                    sge(result, 8, orig_key),
+                ),
+                Op::FetchAdd => (
+                    SendOp::FetchAdd {
+                        remote: counter,
+                        add: 1,
+                    },
+                    sge(result, 8, orig_key),
+                ),
+            };
+            p.send(wr_id, wr, sgl);
+            wr_id += 1;
+        }
+    }
+    if let Some(us) = o.late_receive_us {
+        let at = us * 1000;
+        p.sim.alarm = Some(at);
+        p.sim.run_until(1_000_000, |s| s.now >= at)?;
+        post_receives(&mut p);
+    }
+    p.sim.run_idle(1_000_000)?;
+
+    let completions = [p.poll(0), p.poll(1)];
+    let counters = [p.counters(0), p.counters(1)];
+    let (data_ok, data) = check_data(&p, o, (dst, rbuf, rdst, ctr));
+    let frames: Vec<CapturedFrame> = p
+        .sim
+        .seen
+        .iter()
+        .map(|s| CapturedFrame {
+            direction: Some(if s.outbound {
+                Direction::Out
+            } else {
+                Direction::In
+            }),
+            interface: Some(HOSTS[s.host].to_string()),
+            ..CapturedFrame::new(EPOCH + Duration::from_nanos(s.at), s.frame.clone())
+        })
+        .collect();
+    let analysis = conversation::analyse(&frames, Some(o.mtu.bytes() as usize));
+    Ok(Outcome {
+        frames,
+        analysis,
+        trace: p.sim.trace.clone(),
+        completions,
+        counters,
+        data_ok,
+        data,
+    })
+}
+
+/// Checks what landed: B's receive buffers or memory hold what A sent, A holds what it read,
+/// and the counter moved once per atomic that succeeded.
+fn check_data(
+    p: &Pair,
+    o: &Options,
+    (dst, rbuf, rdst, ctr): (u64, u64, u64, u64),
+) -> (bool, String) {
+    let n = o.size.max(1);
+    let len = n * o.count;
+    let mut checks = Vec::new();
+    let mut ok = true;
+    let sent: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+    if o.ops.contains(&Op::Write) {
+        let good = p.bytes(1, dst, len) == sent;
+        ok &= good;
+        checks.push(format!(
+            "WRITE data at B {}",
+            if good { "as sent" } else { "WRONG" }
+        ));
+    }
+    if o.ops.iter().filter(|&&op| op == Op::Send).count() == 1 {
+        let good = p.bytes(1, rbuf, len) == sent;
+        ok &= good;
+        checks.push(format!(
+            "SEND data at B {}",
+            if good { "as sent" } else { "WRONG" }
+        ));
+    }
+    if o.ops.contains(&Op::Read) {
+        let want: Vec<u8> = (0..len).map(|i| (i * 5 + 3) as u8).collect();
+        let good = p.bytes(0, rdst, len) == want;
+        ok &= good;
+        checks.push(format!(
+            "READ data at A {}",
+            if good { "as B held it" } else { "WRONG" }
+        ));
+    }
+    let atomics = o
+        .ops
+        .iter()
+        .filter(|op| matches!(op, Op::CompareSwap | Op::FetchAdd))
+        .count()
+        * o.count;
+    if atomics > 0 {
+        let value = u64::from_ne_bytes(p.bytes(1, ctr, 8).try_into().unwrap_or([0; 8]));
+        let adds = o.ops.iter().filter(|&&op| op == Op::FetchAdd).count() * o.count;
+        let swaps = o.ops.contains(&Op::CompareSwap);
+        // Each FETCH_ADD adds 1; a COMPARE_SWAP (0 -> 1) acts only on a counter still 0.
+        let good = if swaps && adds == 0 {
+            value == 1
+        } else {
+            value >= adds as u64 && value <= adds as u64 + 1
+        };
+        ok &= good;
+        checks.push(format!(
+            "counter at B {value} after {atomics} atomic{} ({})",
+            if atomics == 1 { "" } else { "s" },
+            if good { "each executed once" } else { "WRONG" }
+        ));
+    }
+    (ok, checks.join("; "))
+}
+
+/// A lesson: a name, what it shows, and the run that shows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Lesson {
+    /// Its name on the command line.
+    pub name: &'static str,
+    /// One line.
+    pub title: &'static str,
+    /// What to look for.
+    pub explain: &'static str,
+}
+
+/// Every lesson.
+pub const LESSONS: &[Lesson] = &[
+    Lesson {
+        name: "go-back-n",
+        title: "a lost packet, a sequence NAK, and go-back-N",
+        explain: "A sends a 3000-byte SEND as three packets (path MTU 1024). The middle one is lost. \
+B expected PSN 1 and sees PSN 2: it answers with a NAK (PSN sequence error) that carries the PSN it \
+expected, and drops everything until that PSN comes. A goes back to that PSN and sends from there: \
+RoCE has no selective acknowledgement, so everything after the loss is sent again (go-back-N).",
+    },
+    Lesson {
+        name: "ack-timeout",
+        title: "a lost ACK, the ACK timeout, and a duplicate request",
+        explain: "A sends a SEND; B's ACK is lost. A waits its local ACK timeout \
+(4.096 µs × 2^timeout, here timeout 4: 65.5 µs) and sends the request again. B has it already: a \
+duplicate is not delivered twice, only acknowledged again.",
+    },
+    Lesson {
+        name: "rnr",
+        title: "receiver not ready: an RNR NAK and its retry",
+        explain: "A sends before B has posted a receive buffer. B cannot take the SEND and answers \
+with an RNR NAK, which says how long to wait (its RNR timer). A waits and retries; when B has posted \
+its buffer, the SEND lands. RNR is flow control, like TCP's zero window, not a loss.",
+    },
+    Lesson {
+        name: "read",
+        title: "an RDMA READ: one request, a response per path MTU",
+        explain: "A reads 3000 bytes of B's memory. The request carries no data; it takes one PSN per \
+response packet (3 at path MTU 1024), and B answers with READ RESPONSE FIRST, MIDDLE and LAST at those \
+PSNs, the first and last with an AETH. No ACK: the responses are the acknowledgement.",
+    },
+    Lesson {
+        name: "implied-nak",
+        title: "a lost READ response, found by the ACK after it (implied NAK)",
+        explain: "A reads 8 bytes, then sends. B's READ response is lost, but its ACK of the SEND \
+arrives: acknowledging a later PSN says the READ's response is not coming. A reads again from the \
+READ's PSN (and resends the SEND after it, which B answers as a duplicate).",
+    },
+    Lesson {
+        name: "atomic-replay",
+        title: "a lost atomic answer, and the saved result replayed",
+        explain: "A does a FETCH_ADD; B's ATOMIC ACKNOWLEDGE is lost. A times out and sends the atomic \
+again. B must not add twice: it recognises the duplicate and answers from the result it saved \
+(IBA 9.4.5). The counter ends at 1.",
+    },
+    Lesson {
+        name: "duplicate-request",
+        title: "a packet duplicated by the network",
+        explain: "The network delivers A's WRITE twice. The second copy has a PSN B has already \
+passed: B writes nothing again, but acknowledges it again so that A, if its first ACK was lost, \
+learns. A's extra ACK acknowledges nothing new.",
+    },
+    Lesson {
+        name: "psn-wrap",
+        title: "PSNs wrap at 2^24",
+        explain: "A's first PSN is 0xfffffe. A 4-packet SEND takes PSNs 0xfffffe, 0xffffff, 0 and 1: \
+PSNs are 24 bits and compared in a window of 2^23, so 0 comes after 0xffffff.",
+    },
+];
+
+/// A lesson's run.
+pub fn lesson_options(name: &str) -> Option<Options> {
+    let base = Options::default();
+    Some(match name {
+        "go-back-n" => Options {
+            drop: vec![Pick::Opcode(Opcode::RcSendMiddle)],
+            ..base
+        },
+        "ack-timeout" => Options {
+            size: 64,
+            drop: vec![Pick::Opcode(Opcode::RcAcknowledge)],
+            ..base
+        },
+        "rnr" => Options {
+            size: 64,
+            late_receive_us: Some(30),
+            ..base
+        },
+        "read" => Options {
+            ops: vec![Op::Read],
+            ..base
+        },
+        "implied-nak" => Options {
+            ops: vec![Op::Read, Op::Send],
+            size: 8,
+            drop: vec![Pick::Opcode(Opcode::RcReadResponseOnly)],
+            ..base
+        },
+        "atomic-replay" => Options {
+            ops: vec![Op::FetchAdd],
+            drop: vec![Pick::Opcode(Opcode::RcAtomicAcknowledge)],
+            ..base
+        },
+        "duplicate-request" => Options {
+            ops: vec![Op::Write],
+            size: 64,
+            twice: vec![Pick::Opcode(Opcode::RcWriteOnly)],
+            ..base
+        },
+        "psn-wrap" => Options {
+            size: 3500,
+            first_psn: 0xff_fffe,
+            ..base
+        },
+        _ => return None,
+    })
+}
+
+/// What `lesson` and `simulate` print: the ladder, the narration, completions, counters.
+pub fn report(o: &Outcome, intro: Option<&Lesson>) -> String {
+    let mut out = String::new();
+    if let Some(l) = intro {
+        let _ = writeln!(out, "Lesson {}: {}\n", l.name, l.title);
+        let _ = writeln!(out, "{}\n", l.explain);
+    }
+    let _ = writeln!(out, "A is 198.18.0.1, B is 198.18.0.2.\n");
+    out.push_str(&crate::ladder::text(&o.analysis));
+    let _ = writeln!(out, "What happened:");
+    for p in &o.analysis.packets {
+        if p.notes.is_empty() {
+            continue;
+        }
+        let who = |ip: &str| if ip == "198.18.0.1" { "A" } else { "B" };
+        let notes: Vec<&str> = p.notes.iter().map(|n| n.text.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "  frame {} ({} > {}, {}): {}",
+            p.number,
+            who(&p.src),
+            who(&p.dst),
+            crate::ladder::label(p),
+            notes.join("; ")
+        );
+    }
+    let _ = writeln!(out, "\nCompletions:");
+    for (h, wcs) in o.completions.iter().enumerate() {
+        for w in wcs {
+            let _ = writeln!(
+                out,
+                "  {}: wr {} {:?} {:?}, {} bytes",
+                HOSTS[h], w.wr_id, w.opcode, w.status, w.byte_len
+            );
+        }
+    }
+    let _ = writeln!(out, "Data: {}", o.data);
+    let _ = writeln!(out, "Counters that moved:");
+    for (h, c) in o.counters.iter().enumerate() {
+        let moved: Vec<String> = c
+            .iter()
+            .filter(|&(_, v)| v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        let _ = writeln!(out, "  {}: {}", HOSTS[h], moved.join(", "));
+    }
+    out
+}
