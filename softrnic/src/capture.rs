@@ -315,6 +315,18 @@ pub fn write_pcap<W: Write>(frames: &[CapturedFrame], out: W) -> Result<(), Pcap
     Ok(())
 }
 
+/// Writes frames as a pcapng capture: an interface for each one they name (`wire` where none
+/// is), and each frame's direction where it has one.
+pub fn write_pcapng<W: Write>(frames: &[CapturedFrame], out: W) -> Result<(), PcapError> {
+    let mut w = LiveWriter::new(out)?;
+    for f in frames {
+        let outbound = f.direction == Some(Direction::Out);
+        let interface = f.interface.as_deref().unwrap_or("wire");
+        w.write(interface, outbound, f.timestamp.as_nanos() as u64, 0, &f.data)?;
+    }
+    w.flush().map_err(PcapError::IoError)
+}
+
 /// How much to print per frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Detail {

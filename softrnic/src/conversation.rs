@@ -123,9 +123,8 @@ impl Packet {
 pub struct Conversation {
     /// The two hosts: the first is the one that sent first.
     pub hosts: [String; 2],
-    /// The QP pairs seen: (QP on the first host, QP on the second), either 0 where no packet
-    /// named it.
-    pub qps: Vec<(u32, u32)>,
+    /// Each host's QPs that packets name: their destination QP, and a datagram's source QP.
+    pub qps: [Vec<u32>; 2],
     /// Indices into [`Analysis::packets`].
     pub packets: Vec<usize>,
 }
@@ -733,7 +732,7 @@ fn conversations(packets: &[Packet]) -> Vec<Conversation> {
             None => {
                 out.push(Conversation {
                     hosts: [p.src.clone(), p.dst.clone()],
-                    qps: Vec::new(),
+                    qps: [Vec::new(), Vec::new()],
                     packets: Vec::new(),
                 });
                 out.last_mut().expect("pushed")
@@ -741,27 +740,15 @@ fn conversations(packets: &[Packet]) -> Vec<Conversation> {
         };
         c.packets.push(i);
         let Some(f) = p.parsed() else { continue };
-        let qp = f.repr.bth.dest_qp;
-        // A QP pair: the destination of one direction with what the other direction names.
-        let to_second = p.dst == c.hosts[1];
-        let known = c
-            .qps
-            .iter()
-            .position(|&(a, b)| if to_second { b == qp } else { a == qp });
-        if known.is_none() {
-            let open = c.qps.iter().position(|&(a, b)| {
-                if to_second {
-                    b == 0 && a != 0
-                } else {
-                    a == 0 && b != 0
-                }
-            });
-            match open {
-                Some(k) if to_second => c.qps[k].1 = qp,
-                Some(k) => c.qps[k].0 = qp,
-                None if to_second => c.qps.push((0, qp)),
-                None => c.qps.push((qp, 0)),
+        let to_second = usize::from(p.dst == c.hosts[1]);
+        let mut add = |host: usize, qp: u32| {
+            if !c.qps[host].contains(&qp) {
+                c.qps[host].push(qp);
             }
+        };
+        add(to_second, f.repr.bth.dest_qp);
+        if let Some(d) = f.repr.ext.deth {
+            add(1 - to_second, d.src_qp);
         }
     }
     out

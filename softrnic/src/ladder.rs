@@ -43,30 +43,11 @@ pub fn label(p: &Packet) -> String {
 }
 
 fn title(c: &Conversation) -> String {
-    let qps: Vec<String> = c
-        .qps
-        .iter()
-        .map(|&(a, b)| {
-            let q = |n: u32| {
-                if n == 0 {
-                    "?".to_string()
-                } else {
-                    format!("{n:#x}")
-                }
-            };
-            format!("{} ⇄ {}", q(a), q(b))
-        })
-        .collect();
-    format!(
-        "{} ⇄ {}, QPs {}",
-        c.hosts[0],
-        c.hosts[1],
-        if qps.is_empty() {
-            "none".into()
-        } else {
-            qps.join(", ")
-        }
-    )
+    let qps = |h: usize| {
+        let q: Vec<String> = c.qps[h].iter().map(|q| format!("{q:#x}")).collect();
+        format!("{} (QP {})", c.hosts[h], q.join(", "))
+    };
+    format!("{} ⇄ {}", qps(0), qps(1))
 }
 
 /// The text ladder of every conversation.
@@ -75,7 +56,13 @@ pub fn text(a: &Analysis) -> String {
     for c in &a.conversations {
         let _ = writeln!(out, "{}", title(c));
         let hosts = format!("{:<24}{:>26}", c.hosts[0], c.hosts[1]);
-        let _ = writeln!(out, "{:>9}  {:>10}  {}", "frame", "time ms", hosts.trim_end());
+        let _ = writeln!(
+            out,
+            "{:>9}  {:>10}  {}",
+            "frame",
+            "time ms",
+            hosts.trim_end()
+        );
         for &i in &c.packets {
             let p = &a.packets[i];
             let rightward = p.src == c.hosts[0];

@@ -426,16 +426,8 @@ fn run_simulation(
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("{name}.pcapng")));
     let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut w = capture::LiveWriter::new(std::io::BufWriter::new(file))
+    capture::write_pcapng(&outcome.frames, std::io::BufWriter::new(file))
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    for f in &outcome.frames {
-        let nanos = f.timestamp.as_nanos() as u64;
-        let outbound = f.direction == Some(capture::Direction::Out);
-        let interface = f.interface.as_deref().unwrap_or("wire");
-        w.write(interface, outbound, nanos, 0, &f.data)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    w.flush().map_err(|e| format!("{}: {e}", path.display()))?;
     println!(
         "Capture: {} ({} frames)",
         path.display(),

@@ -84,7 +84,7 @@ fn every_lesson_runs_and_its_ladder_agrees_with_the_simulator() {
         let report = lesson::report(&out, Some(l));
         for want in [
             "Lesson ",
-            "198.18.0.1 ⇄ 198.18.0.2",
+            "198.18.0.1 (QP ",
             "What happened:",
             "Completions:",
             "Counters that moved:",

@@ -196,7 +196,9 @@ impl fmt::Display for Syndrome {
         match *self {
             Syndrome::Ack(c) => match c.credits() {
                 Some(n) => write!(f, "ACK, credits {n} (code {})", c.code()),
-                None => write!(f, "ACK, credit count invalid (code 31)"),
+                // IBA 9.7.7.2: code 31 is the "invalid" credit count, which a responder
+                // that does not report credits (an SRQ, or none to give) always sends.
+                None => write!(f, "ACK, credits not reported (code 31)"),
             },
             Syndrome::RnrNak(t) => {
                 let us = t.micros();

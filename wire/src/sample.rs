@@ -138,7 +138,7 @@ pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sam
         }),
         aeth: has(Headers::AETH).then_some(AethRepr {
             syndrome: Syndrome::Ack(CreditCount::INVALID),
-            msn: psn & 0xff,
+            msn: 1,
         }),
         atomic_ack_eth: has(Headers::ATOMIC_ACK_ETH).then_some(AtomicAckEthRepr { orig: 41 }),
         immdt: has(Headers::IMMDT).then_some(0x1234_5678),
@@ -187,7 +187,7 @@ pub fn example(opcode: Opcode, version: Ip, psn: u32, payload_len: usize) -> Sam
             },
             ip: ip(version, from_a),
             udp: UdpRepr {
-                src_port: 0xc000 | ((dest_qp as u16 * 0x9e3) & 0x3fff),
+                src_port: entropy(if from_a { QP_A } else { QP_B }),
                 checksum,
             },
             bth,
@@ -207,63 +207,441 @@ pub fn every_opcode(version: Ip) -> Vec<Sample> {
         .collect()
 }
 
-/// The frames of the shipped sample capture: every opcode over IPv4 and IPv6, then the NAKs,
-/// an RNR NAK, a VLAN-tagged frame, a frame with congestion marks, and a CM conversation.
-pub fn capture() -> Vec<Sample> {
-    let mut frames = every_opcode(Ip::V4);
-    frames.extend(every_opcode(Ip::V6));
-    for (syndrome, what) in [
+/// The path MTU of the sample conversations: FIRST and MIDDLE packets carry this much.
+pub const SAMPLE_MTU: usize = 256;
+
+/// A's requests to B on one QP pair and B's answers, numbered as the two ends number them: A's
+/// PSNs one after another (a READ takes one per response packet, IBA 9.7.2), B's MSN one more
+/// for each message it completes, each response at the PSN of the request it answers.
+struct Talk {
+    version: Ip,
+    /// RC opcodes become this transport's by adding its base (UC 0x20, XRC 0xa0).
+    base: u8,
+    a_qp: u32,
+    b_qp: u32,
+    psn: u32,
+    msn: u32,
+    frames: Vec<Sample>,
+    /// Whether a frame keeps its opcode's plain name where no frame before it has it (the
+    /// main conversations), or always says its context (the examples after them).
+    plain: bool,
+}
+
+impl Talk {
+    fn new(version: Ip, base: u8, (a_qp, b_qp): (u32, u32), psn: u32) -> Talk {
+        Talk {
+            version,
+            base,
+            a_qp,
+            b_qp,
+            psn,
+            msn: 0,
+            frames: Vec::new(),
+            plain: true,
+        }
+    }
+
+    fn opcode(&self, rc: Opcode) -> Opcode {
+        Opcode::from_u8(rc as u8 + self.base).expect("the transport has the opcode")
+    }
+
+    /// A frame of `rc`'s opcode in this transport at `psn`, between this pair's QPs; `context`
+    /// names it when its opcode's plain name is taken.
+    fn frame(&self, rc: Opcode, psn: u32, len: usize, context: &str) -> Sample {
+        let mut s = example(self.opcode(rc), self.version, psn, len);
+        let to_b = !rc.info().operation.is_response();
+        s.repr.bth.dest_qp = if to_b { self.b_qp } else { self.a_qp };
+        s.repr.udp.src_port = entropy(if to_b { self.a_qp } else { self.b_qp });
+        if let Some(d) = s.repr.ext.deth.as_mut() {
+            d.src_qp = self.a_qp;
+        }
+        if let Some(x) = s.repr.ext.xrceth.as_mut() {
+            *x = self.b_qp;
+        }
+        let taken = !self.plain || self.frames.iter().any(|f| f.name == s.name);
+        if !context.is_empty() && taken {
+            s.name = format!("{}, {context}", s.name);
+        }
+        s
+    }
+
+    /// A message of `last_len` bytes after a full packet for each opcode before the last:
+    /// FIRST, MIDDLE... LAST, or one ONLY.
+    fn message(&mut self, rc: &[Opcode], last_len: usize, context: &str) {
+        let total = (rc.len() - 1) * SAMPLE_MTU + last_len;
+        for (i, &op) in rc.iter().enumerate() {
+            let len = if i + 1 == rc.len() {
+                last_len
+            } else {
+                SAMPLE_MTU
+            };
+            let mut s = self.frame(op, self.psn, len, context);
+            if let Some(r) = s.repr.ext.reth.as_mut() {
+                r.dma_len = total as u32;
+            }
+            self.frames.push(s);
+            self.psn = (self.psn + 1) & 0xff_ffff;
+        }
+        self.msn += 1;
+    }
+
+    /// B's ACK of everything so far: the PSN of the last packet it acknowledges, and its MSN.
+    fn ack(&mut self, context: &str) {
+        let last = self.psn.wrapping_sub(1) & 0xff_ffff;
+        let mut s = self.frame(Opcode::RcAcknowledge, last, 0, context);
+        set_aeth(&mut s, Syndrome::Ack(CreditCount::INVALID), self.msn);
+        self.frames.push(s);
+    }
+
+    /// A READ of `len` bytes and B's responses, one per path MTU at the PSNs it took.
+    fn read(&mut self, len: usize, context: &str) {
+        let mut req = self.frame(Opcode::RcReadRequest, self.psn, 0, context);
+        if let Some(r) = req.repr.ext.reth.as_mut() {
+            r.dma_len = len as u32;
+        }
+        self.frames.push(req);
+        self.msn += 1;
+        let n = len.div_ceil(SAMPLE_MTU).max(1);
+        for i in 0..n {
+            let op = match (i, n) {
+                (_, 1) => Opcode::RcReadResponseOnly,
+                (0, _) => Opcode::RcReadResponseFirst,
+                (i, n) if i + 1 == n => Opcode::RcReadResponseLast,
+                _ => Opcode::RcReadResponseMiddle,
+            };
+            let part = if i + 1 == n {
+                len - i * SAMPLE_MTU
+            } else {
+                SAMPLE_MTU
+            };
+            let mut s = self.frame(op, (self.psn + i as u32) & 0xff_ffff, part, context);
+            set_aeth(&mut s, Syndrome::Ack(CreditCount::INVALID), self.msn);
+            self.frames.push(s);
+        }
+        self.psn = (self.psn + n as u32) & 0xff_ffff;
+    }
+
+    /// A request of one packet without payload (an atomic, a FLUSH) or with its own (ATOMIC
+    /// WRITE), and B's `answer` at its PSN.
+    fn request(&mut self, rc: Opcode, answer: Opcode, orig: u64, context: &str) -> &mut Sample {
+        let s = self.frame(rc, self.psn, 0, context);
+        self.frames.push(s);
+        self.msn += 1;
+        let mut r = self.frame(answer, self.psn, 0, context);
+        set_aeth(&mut r, Syndrome::Ack(CreditCount::INVALID), self.msn);
+        if let Some(a) = r.repr.ext.atomic_ack_eth.as_mut() {
+            a.orig = orig;
+        }
+        self.frames.push(r);
+        self.psn = (self.psn + 1) & 0xff_ffff;
+        let n = self.frames.len();
+        &mut self.frames[n - 2]
+    }
+}
+
+/// The UDP source port a sender picks for QP `qp`: RoCEv2's per-QP entropy (Annex A17.5.1.1).
+fn entropy(qp: u32) -> u16 {
+    0xc000 | ((qp as u16).wrapping_mul(0x9e3) & 0x3fff)
+}
+
+fn set_aeth(s: &mut Sample, syndrome: Syndrome, msn: u32) {
+    if let Some(a) = s.repr.ext.aeth.as_mut() {
+        a.syndrome = syndrome;
+        a.msn = msn;
+    }
+}
+
+/// Every RC operation on one QP pair, as a real conversation: SENDs and WRITEs of one and of
+/// several packets (coalesced ACKs), READs of one and of three packets, a COMPARE_SWAP and the
+/// FETCH_ADD that sees what it stored, SENDs with invalidate, a FLUSH and an ATOMIC WRITE.
+fn rc_talk(version: Ip) -> Vec<Sample> {
+    use Opcode::*;
+    let mut t = Talk::new(version, 0, (QP_A, QP_B), 0x100);
+    t.message(&[RcSendFirst, RcSendMiddle, RcSendLast], 88, "");
+    t.message(
+        &[RcSendFirst, RcSendLastImm],
+        16,
+        "of a SEND with immediate",
+    );
+    t.message(&[RcSendOnly], 17, "");
+    t.message(&[RcSendOnlyImm], 18, "");
+    t.ack("");
+    t.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], 21, "");
+    t.message(
+        &[RcWriteFirst, RcWriteLastImm],
+        22,
+        "of a WRITE with immediate",
+    );
+    t.message(&[RcWriteOnly], 23, "");
+    t.message(&[RcWriteOnlyImm], 24, "");
+    t.ack("of the WRITEs");
+    t.read(29, "");
+    t.read(600, "of 600 bytes");
+    // The swap sees 41 and stores 0xcafe; the add then sees 0xcafe.
+    t.request(RcCompareSwap, RcAtomicAcknowledge, 41, "");
+    t.request(RcFetchAdd, RcAtomicAcknowledge, 0xcafe, "of the FETCH_ADD");
+    t.message(
+        &[RcSendFirst, RcSendLastInv],
+        34,
+        "of a SEND with invalidate",
+    );
+    t.message(&[RcSendOnlyInv], 35, "");
+    t.ack("of the SENDs with invalidate");
+    // IBA 1.5: both are answered by a READ RESPONSE ONLY without data.
+    t.request(RcFlush, RcReadResponseOnly, 0, "");
+    if let Some(last) = t.frames.last_mut() {
+        last.name = format!("{}, of the FLUSH", last.name.trim_end_matches(", "));
+    }
+    t.request(RcAtomicWrite, RcReadResponseOnly, 0, "");
+    if let Some(last) = t.frames.last_mut() {
+        last.name = format!("{}, of the ATOMIC WRITE", last.name);
+    }
+    t.frames
+}
+
+/// UC on its own QP pair: the same SENDs and WRITEs, unacknowledged.
+fn uc_talk(version: Ip) -> Vec<Sample> {
+    use Opcode::*;
+    let mut t = Talk::new(version, 0x20, (0x21, 0x22), 0x200);
+    t.message(&[RcSendFirst, RcSendMiddle, RcSendLast], 40, "");
+    t.message(
+        &[RcSendFirst, RcSendLastImm],
+        41,
+        "of a SEND with immediate",
+    );
+    t.message(&[RcSendOnly], 42, "");
+    t.message(&[RcSendOnlyImm], 43, "");
+    t.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], 44, "");
+    t.message(
+        &[RcWriteFirst, RcWriteLastImm],
+        45,
+        "of a WRITE with immediate",
+    );
+    t.message(&[RcWriteOnly], 46, "");
+    t.message(&[RcWriteOnlyImm], 47, "");
+    t.frames
+}
+
+/// XRC from A's initiator QP to B's target QP, each request naming B's SRQ 0x42.
+fn xrc_talk(version: Ip) -> Vec<Sample> {
+    use Opcode::*;
+    let mut t = Talk::new(version, 0xa0, (0x41, 0x42), 0x400);
+    t.message(&[RcSendFirst, RcSendMiddle, RcSendLast], 50, "");
+    t.message(
+        &[RcSendFirst, RcSendLastImm],
+        51,
+        "of a SEND with immediate",
+    );
+    t.message(&[RcSendOnly], 52, "");
+    t.message(&[RcSendOnlyImm], 53, "");
+    t.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], 54, "");
+    t.message(
+        &[RcWriteFirst, RcWriteLastImm],
+        55,
+        "of a WRITE with immediate",
+    );
+    t.message(&[RcWriteOnly], 56, "");
+    t.message(&[RcWriteOnlyImm], 57, "");
+    t.message(
+        &[RcSendFirst, RcSendLastInv],
+        58,
+        "of a SEND with invalidate",
+    );
+    t.message(&[RcSendOnlyInv], 59, "");
+    t.ack("");
+    t.read(61, "");
+    t.read(600, "of 600 bytes");
+    t.request(RcCompareSwap, RcAtomicAcknowledge, 41, "");
+    t.request(RcFetchAdd, RcAtomicAcknowledge, 0xcafe, "of the FETCH_ADD");
+    for s in &mut t.frames {
+        if let Some(x) = s.repr.ext.xrceth.as_mut() {
+            *x = 0x42;
+        }
+    }
+    t.frames
+}
+
+/// UD datagrams from A's QP 0x31 to B's 0x32: each carries its Q_Key and its sender's QP.
+fn ud_talk(version: Ip) -> Vec<Sample> {
+    [(Opcode::UdSendOnly, 62), (Opcode::UdSendOnlyImm, 63)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (op, len))| {
+            let mut s = example(op, version, 0x600 + i as u32, len);
+            s.repr.bth.dest_qp = 0x32;
+            s.repr.udp.src_port = entropy(0x31);
+            if let Some(d) = s.repr.ext.deth.as_mut() {
+                d.src_qp = 0x31;
+            }
+            s
+        })
+        .collect()
+}
+
+/// Every opcode over one IP version, as the conversations of four QP pairs.
+fn conversations(version: Ip) -> Vec<Sample> {
+    let mut frames = rc_talk(version);
+    frames.extend(uc_talk(version));
+    frames.extend(ud_talk(version));
+    frames.extend(xrc_talk(version));
+    frames
+}
+
+/// The NAKs, each on a QP pair of its own (a NAK other than a sequence error ends its QP's
+/// connection): what B answers and why, at the PSN the rule gives.
+fn naks() -> Vec<Sample> {
+    use Opcode::*;
+    let mut frames = Vec::new();
+    let nak = |t: &Talk, psn: u32, syndrome: Syndrome, what: &str| {
+        let mut s = t.frame(RcAcknowledge, psn, 0, "");
+        set_aeth(&mut s, syndrome, t.msn);
+        s.name = format!("RC_ACKNOWLEDGE over IPv4, {what}");
+        s
+    };
+    // A sequence error: 0x300 was lost, so B sees 0x301 first and NAKs with the PSN it expected
+    // (9.7.5.1.1); A goes back to 0x300 and sends both again.
+    let mut t = Talk::new(Ip::V4, 0, (0x51, 0x52), 0x300);
+    t.plain = false;
+    let second = t.frame(RcSendOnly, 0x301, 8, "the one after a lost packet");
+    t.frames.push(second);
+    let n = nak(
+        &t,
+        0x300,
+        Syndrome::Nak(NakCode::PsnSequenceError),
+        "NAK: PSN sequence error",
+    );
+    t.frames.push(n);
+    t.message(&[RcSendOnly], 8, "the lost one, sent again");
+    t.message(&[RcSendOnly], 8, "the one after it, sent again");
+    t.ack("after the NAK");
+    frames.extend(t.frames);
+    // Errors that end the connection: the NAK carries the PSN of the request that failed.
+    for (qps, op, len, context, code, what) in [
         (
-            Syndrome::Nak(NakCode::PsnSequenceError),
-            "NAK: PSN sequence error",
-        ),
-        (
-            Syndrome::Nak(NakCode::InvalidRequest),
+            (0x53, 0x54),
+            RcWriteOnly,
+            300,
+            "longer than the path MTU",
+            NakCode::InvalidRequest,
             "NAK: invalid request",
         ),
         (
-            Syndrome::Nak(NakCode::RemoteAccessError),
+            (0x55, 0x56),
+            RcWriteOnly,
+            8,
+            "with an R_Key B does not have",
+            NakCode::RemoteAccessError,
             "NAK: remote access error",
         ),
         (
-            Syndrome::Nak(NakCode::RemoteOperationalError),
+            (0x57, 0x58),
+            RcSendOnly,
+            8,
+            "that B failed to complete",
+            NakCode::RemoteOperationalError,
             "NAK: remote operational error",
         ),
         (
-            Syndrome::Nak(NakCode::InvalidRdRequest),
+            (0x59, 0x5a),
+            RcSendOnly,
+            8,
+            "answered with the RD code",
+            NakCode::InvalidRdRequest,
             "NAK: invalid RD request",
         ),
-        (
-            Syndrome::RnrNak(RnrTimer::from_code(14)),
-            "RNR NAK, 1.28 ms",
-        ),
-        (
-            Syndrome::Ack(CreditCount::for_credits(64)),
-            "ACK with 64 credits",
-        ),
     ] {
-        let mut s = example(Opcode::RcAcknowledge, Ip::V4, 0x200, 0);
-        if let Some(aeth) = s.repr.ext.aeth.as_mut() {
-            aeth.syndrome = syndrome;
+        let mut t = Talk::new(Ip::V4, 0, qps, 0x300);
+        t.plain = false;
+        let mut s = t.frame(op, t.psn, len, context);
+        if code == NakCode::RemoteAccessError
+            && let Some(r) = s.repr.ext.reth.as_mut()
+        {
+            r.rkey = 0x0000_dead;
         }
-        s.name = format!("RC_ACKNOWLEDGE over IPv4, {what}");
-        frames.push(s);
+        t.frames.push(s);
+        let n = nak(&t, t.psn, Syndrome::Nak(code), what);
+        t.frames.push(n);
+        frames.extend(t.frames);
     }
-    let mut tagged = example(Opcode::RcWriteOnly, Ip::V4, 0x300, 64);
-    tagged.repr.eth.vlan = Some(VlanTag {
-        pcp: 3,
-        dei: false,
-        vid: 100,
-    });
-    tagged.name = "RC_RDMA_WRITE_ONLY over IPv4 in VLAN 100, priority 3".into();
-    frames.push(tagged);
-    let mut marked = example(Opcode::RcSendOnly, Ip::V4, 0x301, 8);
-    if let IpRepr::V4 { ecn, .. } = &mut marked.repr.ip {
-        *ecn = 3;
+    // Receiver not ready: B has no receive buffer, so A waits the RNR timer and sends again.
+    let mut t = Talk::new(Ip::V4, 0, (0x5b, 0x5c), 0x300);
+    t.plain = false;
+    t.frames
+        .push(t.frame(RcSendOnly, 0x300, 8, "before B posted a receive buffer"));
+    let n = nak(
+        &t,
+        0x300,
+        Syndrome::RnrNak(RnrTimer::from_code(14)),
+        "RNR NAK, 1.28 ms",
+    );
+    t.frames.push(n);
+    t.message(&[RcSendOnly], 8, "sent again after the RNR timer");
+    let n = nak(
+        &t,
+        0x300,
+        Syndrome::Ack(CreditCount::for_credits(64)),
+        "ACK with 64 credits",
+    );
+    t.frames.push(n);
+    frames.extend(t.frames);
+    frames
+}
+
+/// A SEND a congested switch marked CE on its way from A to B, B's ACK, and the CNP B then
+/// sends to A's QP: Annex A17.9.3, the receiver of the marked packet tells its sender.
+fn congestion(version: Ip, psn: u32, msn: u32) -> Vec<Sample> {
+    let mut t = Talk::new(version, 0, (QP_A, QP_B), psn);
+    (t.msn, t.plain) = (msn, false);
+    t.message(
+        &[Opcode::RcSendOnly],
+        8,
+        "ECN CE (congestion experienced) and FECN",
+    );
+    if let Some(marked) = t.frames.last_mut() {
+        match &mut marked.repr.ip {
+            IpRepr::V4 { ecn, .. } | IpRepr::V6 { ecn, .. } => *ecn = 3,
+        }
+        marked.repr.bth.fecn = true;
     }
-    marked.repr.bth.fecn = true;
-    marked.name = "RC_SEND_ONLY over IPv4, ECN CE (congestion experienced) and FECN".into();
-    frames.push(marked);
+    t.ack("of the marked SEND");
+    let mut cnp = example(Opcode::Cnp, version, 0, 0);
+    cnp.repr.ip = ip(version, false);
+    cnp.repr.eth = EthRepr {
+        dst: MAC_A,
+        src: MAC_B,
+        vlan: None,
+    };
+    cnp.repr.bth = BthRepr::cnp(QP_A, 0xffff);
+    cnp.repr.udp.src_port = entropy(QP_B);
+    t.frames.push(cnp);
+    t.frames
+}
+
+/// The shipped sample capture: every opcode over IPv4 and IPv6 as the conversations of real QP
+/// pairs, the NAKs and an RNR NAK in context, a VLAN-tagged WRITE, a packet a congested switch
+/// marked and the CNP its receiver sends back, and a CM conversation.
+pub fn capture() -> Vec<Sample> {
+    let mut frames = conversations(Ip::V4);
+    frames.extend(conversations(Ip::V6));
+    frames.extend(naks());
+    // On the main QP pair, after its conversation (PSN 0x119 on).
+    let mut t = Talk::new(Ip::V4, 0, (QP_A, QP_B), 0x119);
+    (t.msn, t.plain) = (16, false);
+    t.message(&[Opcode::RcWriteOnly], 64, "in VLAN 100, priority 3");
+    t.ack("in VLAN 100");
+    for s in &mut t.frames {
+        s.repr.eth.vlan = Some(VlanTag {
+            pcp: 3,
+            dei: false,
+            vid: 100,
+        });
+        s.name = s.name.replace(", in VLAN", " in VLAN");
+    }
+    let (psn, msn) = (t.psn, t.msn);
+    frames.extend(t.frames);
+    frames.extend(congestion(Ip::V4, psn, msn));
+    // Over IPv6, right after its conversation.
+    frames.extend(congestion(Ip::V6, 0x119, 16));
     frames.extend(cm_conversation());
     frames
 }
@@ -480,6 +858,43 @@ mod tests {
             assert_eq!(parsed.repr, s.repr, "{}", s.name);
             assert_eq!(parsed.payload(), &s.payload[..], "{}", s.name);
         }
+    }
+
+    /// The capture holds every opcode over both IP versions, each frame under a name of its
+    /// own, and each response at a PSN its request took, with the MSN its responder counted.
+    #[test]
+    fn the_capture_is_a_conversation_of_every_opcode() {
+        let frames = capture();
+        let names: std::collections::HashSet<&str> =
+            frames.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names.len(), frames.len(), "names are unique");
+        for info in TABLE {
+            for v in ["IPv4", "IPv6"] {
+                let name = format!("{} over {v}", info.name);
+                assert!(names.contains(name.as_str()), "{name}");
+            }
+        }
+        let read = |name: &str| frames.iter().find(|s| s.name == name).unwrap();
+        let req = read("RC_RDMA_READ_REQUEST over IPv4");
+        let resp = read("RC_RDMA_READ_RESPONSE_ONLY over IPv4");
+        assert_eq!(req.repr.bth.psn, resp.repr.bth.psn);
+        assert_eq!(
+            req.repr.ext.reth.unwrap().dma_len as usize,
+            resp.payload.len()
+        );
+        let big = read("RC_RDMA_READ_REQUEST over IPv4, of 600 bytes");
+        let last = read("RC_RDMA_READ_RESPONSE_LAST over IPv4");
+        assert_eq!(last.repr.bth.psn, big.repr.bth.psn + 2);
+        let cnp = read("CNP over IPv4");
+        let marked = read("RC_SEND_ONLY over IPv4, ECN CE (congestion experienced) and FECN");
+        assert_eq!(cnp.repr.bth.dest_qp, QP_A, "to the sender's QP");
+        assert_eq!(
+            cnp.repr.ip.addrs(),
+            (marked.repr.ip.addrs().1, marked.repr.ip.addrs().0)
+        );
+        // The swap came before its answer.
+        let at = |name: &str| frames.iter().position(|s| s.name == name).unwrap();
+        assert!(at("RC_COMPARE_SWAP over IPv4") < at("RC_ATOMIC_ACKNOWLEDGE over IPv4"));
     }
 
     #[test]

@@ -148,7 +148,7 @@ fn dissect_parsed<W: Write>(p: &ParsedFrame<'_>, rows: &mut Rows<'_, W>) -> fmt:
         l.bth,
         &format!("{:#04x} {}", info.opcode as u8, info.name),
     )?;
-    dissect_ext(rows, info.headers, l)?;
+    dissect_ext(rows, info.operation, info.headers, l)?;
     body(p, rows)
 }
 
@@ -519,7 +519,12 @@ fn body<W: Write>(p: &ParsedFrame<'_>, rows: &mut Rows<'_, W>) -> fmt::Result {
     Ok(())
 }
 
-fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -> fmt::Result {
+fn dissect_ext<W: Write>(
+    rows: &mut Rows<'_, W>,
+    op: crate::Operation,
+    headers: Headers,
+    l: &Layout,
+) -> fmt::Result {
     for (h, len) in Headers::WIRE_ORDER {
         let Some(off) = headers.offset_of(h) else {
             continue;
@@ -620,19 +625,27 @@ fn dissect_ext<W: Write>(rows: &mut Rows<'_, W>, headers: Headers, l: &Layout) -
                 &format!("{:#010x}", x.rkey()),
                 "remote key",
             )?;
+            let (swap_add, compare) = if op == crate::Operation::FetchAdd {
+                ("added to the target", "unused by FETCH_ADD")
+            } else {
+                (
+                    "stored if the compare matches",
+                    "swap only if target equals this",
+                )
+            };
             rows.field(
                 at + 12,
                 8,
                 "Swap/Add Data",
                 &x.swap_add().to_string(),
-                "value to swap in, or to add",
+                swap_add,
             )?;
             rows.field(
                 at + 20,
                 8,
                 "Compare Data",
                 &x.compare().to_string(),
-                "swap only if target equals this",
+                compare,
             )?;
         } else if h == Headers::AETH {
             let x = Aeth::new_unchecked(bytes);
@@ -1059,7 +1072,7 @@ mod tests {
             "{line}"
         );
         assert!(
-            line.contains("msn=9 [ACK, credit count invalid (code 31)]"),
+            line.contains("msn=1 [ACK, credits not reported (code 31)]"),
             "{line}"
         );
         assert!(line.contains("| 198.18.0.2 > 198.18.0.1 sport "), "{line}");
