@@ -322,7 +322,13 @@ pub fn write_pcapng<W: Write>(frames: &[CapturedFrame], out: W) -> Result<(), Pc
     for f in frames {
         let outbound = f.direction == Some(Direction::Out);
         let interface = f.interface.as_deref().unwrap_or("wire");
-        w.write(interface, outbound, f.timestamp.as_nanos() as u64, 0, &f.data)?;
+        w.write(
+            interface,
+            outbound,
+            f.timestamp.as_nanos() as u64,
+            0,
+            &f.data,
+        )?;
     }
     w.flush().map_err(PcapError::IoError)
 }
@@ -343,6 +349,8 @@ pub struct Show {
     pub detail: Detail,
     /// Leave out frames that are not RoCEv2 instead of saying each is skipped.
     pub roce_only: bool,
+    /// Also show, for each frame, the bytes its ICRC hashes with the masked fields.
+    pub icrc: bool,
 }
 
 /// Same-host frames are captured leaving and arriving: how many sent frames are remembered to
@@ -358,6 +366,9 @@ pub fn dissect_frames<W: Write>(
     mut out: W,
 ) -> io::Result<()> {
     let start = frames.first().map(|f| f.timestamp).unwrap_or_default();
+    // What the conversation says of each frame: which it repeats, what it answers or covers.
+    let analysis = crate::conversation::analyse(frames, None);
+    let notes = crate::conversation::notes_by_frame(&analysis);
     let mut sent: HashMap<&[u8], (usize, Option<&str>)> = HashMap::new();
     let mut order = std::collections::VecDeque::new();
     for (i, f) in frames.iter().enumerate() {
@@ -404,7 +415,11 @@ pub fn dissect_frames<W: Write>(
                     format!(" {way:<10}")
                 };
                 let summary = dissect::summary_captured(&f.data, f.original_len);
-                writeln!(out, "{n:>4} {t:>10.6}{way}  {summary}{same}")?;
+                let said = notes
+                    .get(&n)
+                    .map(|v| format!(" -- {}", v.join("; ")))
+                    .unwrap_or_default();
+                writeln!(out, "{n:>4} {t:>10.6}{way}  {summary}{same}{said}")?;
             }
             Detail::Full => {
                 let mut text = String::new();
@@ -420,7 +435,15 @@ pub fn dissect_frames<W: Write>(
                     "Frame {n} at {t:.6} s, {} bytes{way}{same}",
                     f.original_len
                 )?;
+                for note in notes.get(&n).into_iter().flatten() {
+                    writeln!(out, "  >> {note}")?;
+                }
                 writeln!(out, "{text}")?;
+                if show.icrc {
+                    let mut prefix = String::new();
+                    let _ = dissect::icrc_prefix(&f.data, &mut prefix);
+                    writeln!(out, "What the ICRC hashes (masked fields as ff):\n{prefix}")?;
+                }
             }
         }
     }
@@ -530,6 +553,7 @@ mod tests {
         let show = Show {
             detail: Detail::Compact,
             roce_only,
+            icrc: false,
         };
         dissect_frames(frames, show, &mut out).unwrap();
         String::from_utf8(out).unwrap()
@@ -576,7 +600,7 @@ mod tests {
         let frames = sample_frames();
         let text = compact(&frames, false);
         assert_eq!(text.lines().count(), frames.len());
-        assert!(text.lines().all(|l| l.ends_with("ICRC ok")));
+        assert!(text.lines().all(|l| l.contains("| ICRC ok")));
     }
 
     /// A capture cut short gives the frames before the cut, and the offset of the record that
@@ -673,6 +697,43 @@ mod tests {
             assert_eq!(f.direction, Some(want));
             assert!(compact(&frames, false).trim_end().ends_with("ICRC ok"));
         }
+    }
+
+    /// dissect says what each frame is in its conversation, and with `icrc` what its ICRC
+    /// hashes: here the shipped capture of a loss.
+    #[test]
+    fn each_frame_is_placed_in_its_conversation() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/samples/go-back-n.pcapng"
+        );
+        let frames = read(&std::fs::read(path).unwrap()).unwrap();
+        let text = compact(&frames, false);
+        let line = |n: usize| text.lines().nth(n - 1).unwrap();
+        assert!(line(2).ends_with("-- lost: sent, never arrived"), "{text}");
+        assert!(
+            line(3).contains("-- gap: the receiver expected PSN 0x000001"),
+            "{text}"
+        );
+        assert!(
+            line(8).ends_with("-- retransmission of frame 2 (PSN 0x000001)"),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        let show = Show {
+            detail: Detail::Full,
+            roce_only: false,
+            icrc: true,
+        };
+        dissect_frames(&frames, show, &mut out).unwrap();
+        let full = String::from_utf8(out).unwrap();
+        assert!(
+            full.contains("Frame 2 at 0.000000 s, 1082 bytes, A out\n  >> lost"),
+            "{full}"
+        );
+        assert!(
+            full.contains("What the ICRC hashes (masked fields as ff):\nff ff ff ff ff ff ff ff")
+        );
     }
 
     /// A frame cut by the snapshot length keeps its length on the wire; frames that are not

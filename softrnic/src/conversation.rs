@@ -1,6 +1,6 @@
 //! A capture read as conversations: which packet answers which, what each ACK covers, where
 //! PSNs jump or repeat, which READ responses belong to which request. The ladder draws this, and
-//! `dissect --analyse` prints it beside each frame.
+//! `dissect --analyse` prints it with each frame.
 //!
 //! It knows only what the capture shows. A frame seen leaving one device and arriving at
 //! another (a same-host capture, or a lesson's, which captures every port) is one packet, and a
@@ -16,7 +16,6 @@ use crate::capture::{CapturedFrame, Direction};
 use softrnic_wire::opcode::{Operation, Position};
 use softrnic_wire::{NakCode, ParsedFrame, Syndrome, Transport, frame};
 use std::collections::HashMap;
-use std::fmt::Write;
 
 /// What a note says about a packet, for the ladder's marks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -754,22 +753,13 @@ fn conversations(packets: &[Packet]) -> Vec<Conversation> {
     out
 }
 
-/// The notes of every packet, one line each, for `dissect --analyse`: frame number, then notes.
+/// Each packet's notes by the frame number it was first seen at, for `dissect`.
 pub fn notes_by_frame(a: &Analysis) -> HashMap<usize, Vec<String>> {
-    let mut m: HashMap<usize, Vec<String>> = HashMap::new();
-    for p in &a.packets {
-        let texts: Vec<String> = p.notes.iter().map(|n| n.text.clone()).collect();
-        if texts.is_empty() {
-            continue;
-        }
-        m.entry(p.number).or_default().extend(texts.iter().cloned());
-        if let Some(n) = p.arrival {
-            let mut line = String::new();
-            let _ = write!(line, "(arrival of frame {})", p.number);
-            m.entry(n).or_default().push(line);
-        }
-    }
-    m
+    a.packets
+        .iter()
+        .filter(|p| !p.notes.is_empty())
+        .map(|p| (p.number, p.notes.iter().map(|n| n.text.clone()).collect()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -26,6 +26,9 @@ enum Command {
         /// Leave out frames that are not RoCEv2 (instead of a line saying each is skipped).
         #[arg(long)]
         roce_only: bool,
+        /// With each frame, the bytes its ICRC hashes, the masked fields as ff.
+        #[arg(long)]
+        icrc: bool,
         /// Capture files (pcap or pcapng; Ethernet or Linux cooked from `tcpdump -i any`);
         /// `-` reads standard input.
         #[arg(required = true)]
@@ -205,6 +208,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Dissect {
             compact,
             roce_only,
+            icrc,
             files,
         } => {
             let detail = if compact {
@@ -212,7 +216,14 @@ fn run(cli: Cli) -> Result<(), String> {
             } else {
                 Detail::Full
             };
-            dissect_files(&files, capture::Show { detail, roce_only })
+            dissect_files(
+                &files,
+                capture::Show {
+                    detail,
+                    roce_only,
+                    icrc,
+                },
+            )
         }
         Command::Ladder { file, html, mtu } => ladder(&file, html.as_deref(), mtu),
         Command::Lesson { name, out } => match name {

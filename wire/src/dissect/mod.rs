@@ -362,6 +362,30 @@ fn bth<W: Write>(rows: &mut Rows<'_, W>, b: usize, op: &str) -> fmt::Result {
         op,
         "top 3 bits: transport; low 5: operation",
     )?;
+    let byte = rows.padded(b, 1)[0];
+    let transport = match byte >> 5 {
+        0 => "RC",
+        1 => "UC",
+        2 => "RD",
+        3 => "UD",
+        4 => "CNP",
+        5 => "XRC",
+        _ => "reserved",
+    };
+    rows.bits(
+        b,
+        0xe0,
+        "  transport",
+        &format!("{} ({transport})", byte >> 5),
+        "the service: RC, UC, RD, UD, CNP, XRC",
+    )?;
+    rows.bits(
+        b,
+        0x1f,
+        "  operation",
+        &format!("{:#04x}", byte & 0x1f),
+        "what, and where in its message",
+    )?;
     rows.bits(
         b + 1,
         0x80,
@@ -658,6 +682,17 @@ fn dissect_ext<W: Write>(
                 &format!("{:#04x}", x.syndrome()),
                 &syndrome.to_string(),
             )?;
+            let (kind, value) = match syndrome {
+                Syndrome::Ack(c) => ("0 (ACK)", format!("{} (credit count)", c.code())),
+                Syndrome::RnrNak(t) => (
+                    "1 (RNR NAK)",
+                    format!("{} (timer: {} µs)", t.code(), t.micros()),
+                ),
+                Syndrome::Nak(c) => ("3 (NAK)", format!("{} (NAK code)", c.code())),
+                Syndrome::Reserved(_) => ("2 (reserved)", format!("{}", x.syndrome() & 0x1f)),
+            };
+            rows.bits(at, 0x60, "  kind", kind, "bits 6-5: ACK, RNR NAK or NAK")?;
+            rows.bits(at, 0x1f, "  value", &value, "bits 4-0: what the kind says")?;
             rows.field(
                 at + 1,
                 3,
@@ -895,6 +930,8 @@ mod tests {
             "0x0b RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
             "..11 .... = 3", // PadCnt 3 for a 13-byte payload
             "PSN              7 (0x000007)",
+            "  transport      000. .... = 0 (RC)",
+            "  operation      ...0 1011 = 0x0b",
             "0x12345678",
             "correct; CRC-32",
         ] {
@@ -1045,6 +1082,22 @@ mod tests {
         assert_eq!(not_roce(&tcp).as_deref(), Some("TCP over IPv4"));
         let v6 = sample::example(Opcode::RcSendOnly, Ip::V6, 7, 8).frame();
         assert_eq!(not_roce(&v6), None);
+    }
+
+    #[test]
+    fn the_syndrome_is_drawn_bit_by_bit() {
+        let mut s = sample::example(Opcode::RcAcknowledge, Ip::V4, 9, 0);
+        s.repr.ext.aeth.as_mut().unwrap().syndrome =
+            Syndrome::RnrNak(crate::RnrTimer::from_code(14));
+        let text = dissected(&s.frame());
+        assert!(
+            text.contains("  kind           .01. .... = 1 (RNR NAK)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  value          ...0 1110 = 14 (timer: 1280 µs)"),
+            "{text}"
+        );
     }
 
     #[test]
