@@ -32,8 +32,13 @@ counters! {
     /// Frames whose addresses or transport do not match the QP, or arriving in a state that
     /// does not receive.
     rcvd_bad_context,
-    /// Congestion notification packets received.
-    rcvd_cnp,
+    /// CE-marked packets (ECN Congestion Experienced) that reached a connected QP: the
+    /// notification point's input.
+    np_ecn_marked_roce_packets,
+    /// CNPs sent to peers for CE-marked packets (at most one per QP per 4 µs).
+    np_cnp_sent,
+    /// CNPs received and not acted on: no rate control reacts to them.
+    rp_cnp_ignored,
     /// Duplicate requests the responder saw (re-ACKed or replayed, never executed twice).
     duplicate_request,
     /// Requests that arrived with a PSN ahead of the expected one.

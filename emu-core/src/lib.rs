@@ -29,6 +29,7 @@ mod gid;
 mod keys;
 mod memory;
 mod multicast;
+mod notification;
 pub mod psn;
 mod qp;
 mod qp_attr;

@@ -108,6 +108,9 @@ pub struct Seen {
     pub frame: Vec<u8>,
 }
 
+/// A scenario's choice of frames (for a congested switch to mark).
+pub type Pick = Box<dyn FnMut(&Sent) -> bool>;
+
 /// A scenario hook: decides the fate of a frame instead of the random faults.
 pub type Hook = Box<dyn FnMut(&Sent) -> Option<Fate>>;
 
@@ -132,6 +135,8 @@ pub struct Sim {
     pub capture: bool,
     /// Overrides the random faults, for scenarios that lose one particular frame.
     pub hook: Option<Hook>,
+    /// A congested switch: the frames it picks that are ECN-capable arrive marked CE.
+    pub congested: Option<Pick>,
     rng: Rng,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
@@ -177,6 +182,7 @@ impl Sim {
             seen: Vec::new(),
             capture: false,
             hook: None,
+            congested: None,
             rng: Rng::new(seed ^ 0x5eed),
             in_flight: BinaryHeap::new(),
             seq: 0,
@@ -252,6 +258,9 @@ impl Sim {
             .partition
             .is_some_and(|(s, e)| self.now >= s && self.now < e);
         let hooked = self.hook.as_mut().and_then(|h| h(&sent));
+        if self.congested.as_mut().is_some_and(|c| c(&sent)) {
+            mark_ce(&mut frame);
+        }
         sent.fate = if partitioned {
             Fate::Dropped
         } else if let Some(fate) = hooked {
@@ -412,7 +421,10 @@ impl Sim {
     ) {
         let engine = &mut self.hosts[h].engine;
         let qp_type = engine.qp_type(qpn).expect("QP exists");
-        let ah = AddressHandle::to(peer.gid, 0).via(peer.mac);
+        let ah = AddressHandle {
+            traffic_class: settings.traffic_class,
+            ..AddressHandle::to(peer.gid, 0).via(peer.mac)
+        };
         let attr = QpAttr {
             qp_access_flags: settings.access,
             qkey: 0x1111_1111,
@@ -436,6 +448,33 @@ impl Sim {
             };
             engine.modify_qp(qpn, &a, mask).expect("modify_qp");
         }
+    }
+}
+
+/// Marks an ECN-capable frame Congestion Experienced (RFC 3168), as a switch whose queue is
+/// over its threshold does: ECT(0) or ECT(1) becomes CE, and an IPv4 header its checksum again.
+/// The ICRC leaves these bits out, so it stays right. A frame that is not ECN-capable is left.
+pub fn mark_ce(frame: &mut [u8]) {
+    let ip = match frame.get(12..14) {
+        Some([0x81, 0x00]) => 18,
+        _ => 14,
+    };
+    match frame.get(ip).map(|b| b >> 4) {
+        Some(4) if frame.len() >= ip + 20 && frame[ip + 1] & 3 != 0 => {
+            frame[ip + 1] |= 3;
+            let h = &mut frame[ip..ip + 20];
+            h[10..12].fill(0);
+            let sum: u32 = h
+                .chunks(2)
+                .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+                .sum();
+            let folded = (sum & 0xffff) + (sum >> 16);
+            let folded = (folded & 0xffff) + (folded >> 16);
+            h[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+        }
+        // IPv6: the ECN bits are the low two of the traffic class, bits 4-5 of byte 1.
+        Some(6) if frame.len() >= ip + 40 && frame[ip + 1] & 0x30 != 0 => frame[ip + 1] |= 0x30,
+        _ => {}
     }
 }
 
@@ -483,6 +522,9 @@ pub struct Settings {
     pub max_rd_atomic: u8,
     /// Remote access the QP allows.
     pub access: Access,
+    /// The address handle's traffic class: DSCP, and in its low 2 bits the ECN field sent
+    /// (2, ECT(0), lets a congested switch mark CE instead of dropping).
+    pub traffic_class: u8,
 }
 
 impl Default for Settings {
@@ -498,6 +540,7 @@ impl Default for Settings {
                 .union(Access::REMOTE_WRITE)
                 .union(Access::REMOTE_READ)
                 .union(Access::REMOTE_ATOMIC),
+            traffic_class: 0,
         }
     }
 }

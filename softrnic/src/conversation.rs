@@ -97,6 +97,8 @@ pub struct Packet {
     pub lost: bool,
     /// A second arrival of a packet sent once: the network duplicated this one.
     pub duplicate_of: Option<usize>,
+    /// It arrived marked ECN CE: a congested switch marked it on the way.
+    pub arrived_ce: bool,
     /// The frame's bytes.
     pub bytes: Vec<u8>,
     /// Its length on the wire.
@@ -201,13 +203,14 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
         };
         let (src, dst) = p.repr.ip.addrs();
         let (src, dst) = (src.to_string(), dst.to_string());
+        let key = invariant(&p);
         if f.direction == Some(Direction::In) {
             if !receivers.contains(&dst) {
                 receivers.push(dst.clone());
             }
             // The latest such frame sent: a retransmission has the bytes of the packet it
             // repeats, and arrives after it was sent, where the first copy may have been lost.
-            let from = awaiting.get_mut(&f.data).and_then(|v| {
+            let from = awaiting.get_mut(&key).and_then(|v| {
                 let pos = v.iter().rposition(|&k| {
                     frames_interface(frames, &a.packets[k]) != f.interface.as_deref()
                 })?;
@@ -216,19 +219,17 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
             if let Some(k) = from {
                 a.packets[k].arrival = Some(i + 1);
                 a.packets[k].arrived_at = Some(t);
-                arrived.insert(f.data.clone(), k);
+                a.packets[k].arrived_ce = p.repr.ip.ecn() == 3;
+                arrived.insert(key, k);
                 continue;
             }
         }
         let duplicate_of = match f.direction {
-            Some(Direction::In) => arrived.get(&f.data).map(|&k| a.packets[k].number),
+            Some(Direction::In) => arrived.get(&key).map(|&k| a.packets[k].number),
             _ => None,
         };
         if f.direction == Some(Direction::Out) {
-            awaiting
-                .entry(f.data.clone())
-                .or_default()
-                .push(a.packets.len());
+            awaiting.entry(key).or_default().push(a.packets.len());
         }
         a.packets.push(Packet {
             number: i + 1,
@@ -239,6 +240,7 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
             dst,
             lost: false,
             duplicate_of,
+            arrived_ce: false,
             bytes: f.data.clone(),
             original_len: f.original_len,
             notes: Vec::new(),
@@ -252,6 +254,23 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
     annotate(&mut a);
     a.conversations = conversations(&a.packets);
     a
+}
+
+/// What a packet keeps from port to port: the bytes its ICRC covers, with the fields that
+/// change in flight masked as the ICRC masks them (ECN and DSCP, TTL, the checksums, the BTH's
+/// FECN and BECN), so that a packet marked CE on the way is still the packet that was sent.
+fn invariant(p: &ParsedFrame<'_>) -> Vec<u8> {
+    let l3 = &p.bytes()[p.layout.ip..p.layout.end];
+    let mut prefix = [0u8; softrnic_wire::icrc::MAX_PREFIX_LEN];
+    match softrnic_wire::icrc::masked_prefix(l3, &mut prefix) {
+        Ok(n) => {
+            let headers = n - softrnic_wire::icrc::MASKED_LRH.len();
+            let mut key = prefix[..n].to_vec();
+            key.extend_from_slice(&l3[headers.min(l3.len())..]);
+            key
+        }
+        Err(_) => l3.to_vec(),
+    }
 }
 
 /// The interface a packet was first seen on.
@@ -318,22 +337,23 @@ fn annotate(a: &mut Analysis) {
                 format!("arrived again: the network duplicated frame {n}, sent once"),
             );
         }
-        if repr.ip.ecn() == 3 {
-            note(
-                p,
-                Mark::Congestion,
-                "ECN CE: a congested switch marked it; the receiver answers with a CNP".into(),
-            );
-            marked.insert((src.clone(), dst.clone()), p.number);
+        if repr.ip.ecn() == 3 || p.arrived_ce {
+            let text = if p.arrived_ce && repr.ip.ecn() != 3 {
+                "ECN CE on arrival: a congested switch marked it on the way; the receiver tells the sender with a CNP (one per QP at most every few µs)"
+            } else {
+                "ECN CE: a congested switch marked it; the receiver tells the sender with a CNP (one per QP at most every few µs)"
+            };
+            note(p, Mark::Congestion, text.into());
+            marked.entry((src.clone(), dst.clone())).or_insert(p.number);
         }
         if info.operation == Operation::Cnp {
             let text = match marked.remove(&(dst.clone(), src.clone())) {
                 Some(n) => format!(
-                    "CNP to QP {:#x}: answers the CE mark on frame {n}; the sender slows down",
+                    "CNP to QP {:#x}: answers the CE marks from frame {n} on; a sender with DCQCN slows down",
                     repr.bth.dest_qp
                 ),
                 None => format!(
-                    "CNP to QP {:#x}: the sender should slow down",
+                    "CNP to QP {:#x}: a sender with DCQCN slows down",
                     repr.bth.dest_qp
                 ),
             };

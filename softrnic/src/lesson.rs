@@ -69,6 +69,34 @@ impl Pick {
     }
 }
 
+/// Counts the packets sent, to tell for each which picks name it.
+#[derive(Default)]
+struct Picker {
+    sent: usize,
+    seen: Vec<Opcode>,
+}
+
+impl Picker {
+    /// The next packet sent: whether any of `picks` names it (the Nth sent, or the first of
+    /// its opcode).
+    fn hits(&mut self, s: &Sent, picks: &[&[Pick]]) -> Vec<bool> {
+        self.sent += 1;
+        let first = !self.seen.contains(&s.opcode);
+        if first {
+            self.seen.push(s.opcode);
+        }
+        picks
+            .iter()
+            .map(|p| {
+                p.iter().any(|d| match *d {
+                    Pick::Nth(k) => k == self.sent,
+                    Pick::Opcode(op) => op == s.opcode && first,
+                })
+            })
+            .collect()
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
@@ -86,6 +114,8 @@ pub struct Options {
     pub drop: Vec<Pick>,
     /// Packets the network delivers twice.
     pub twice: Vec<Pick>,
+    /// Packets a congested switch marks CE (A sends ECN-capable, ECT(0), when any are).
+    pub mark: Vec<Pick>,
     /// Random loss, duplication and reordering, as probabilities.
     pub faults: Faults,
     /// A's first PSN.
@@ -106,6 +136,7 @@ impl Default for Options {
             seed: 1,
             drop: Vec::new(),
             twice: Vec::new(),
+            mark: Vec::new(),
             faults: Faults::default(),
             first_psn: 0,
             late_receive_us: None,
@@ -149,6 +180,7 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
     let settings = Settings {
         mtu: o.mtu,
         timeout: o.timeout,
+        traffic_class: if o.mark.is_empty() { 0 } else { 2 },
         ..Settings::default()
     };
     let link = LinkSpec {
@@ -158,27 +190,17 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
     let mut p = Pair::with(QpType::Rc, settings, o.seed, link, [o.first_psn, 0x500]);
     p.sim.capture = true;
     let (drops, twice) = (o.drop.clone(), o.twice.clone());
-    let (mut sent, mut seen_op) = (0usize, Vec::<Opcode>::new());
+    let mut picker = Picker::default();
     p.sim.hook = Some(Box::new(move |s: &Sent| {
-        sent += 1;
-        let first_of_op = !seen_op.contains(&s.opcode);
-        if first_of_op {
-            seen_op.push(s.opcode);
-        }
-        let hits = |picks: &[Pick]| {
-            picks.iter().any(|d| match *d {
-                Pick::Nth(n) => n == sent,
-                Pick::Opcode(op) => op == s.opcode && first_of_op,
-            })
-        };
-        if hits(&drops) {
-            Some(Fate::Dropped)
-        } else if hits(&twice) {
-            Some(Fate::Duplicated)
-        } else {
-            None
+        match picker.hits(s, &[&drops, &twice])[..] {
+            [true, _] => Some(Fate::Dropped),
+            [_, true] => Some(Fate::Duplicated),
+            _ => None,
         }
     }));
+    let mark = o.mark.clone();
+    let mut picker = Picker::default();
+    p.sim.congested = Some(Box::new(move |s: &Sent| picker.hits(s, &[&mark])[0]));
 
     let n = o.size.max(1);
     let rounds = o.count;
@@ -433,6 +455,15 @@ passed: B writes nothing again, but acknowledges it again so that A, if its firs
 learns. A's extra ACK acknowledges nothing new.",
     },
     Lesson {
+        name: "cnp",
+        title: "congestion: ECN marks and the CNP back to the sender",
+        explain: "A sends ECN-capable packets (ECT(0)). A congested switch marks the SEND's three \
+packets Congestion Experienced instead of dropping them. B's notification point answers with a CNP \
+to A's QP: it goes from the receiver of the marked packets back to their sender, at most one per \
+QP every 4 µs, so three marks close together give one CNP (RoCEv2, Annex A17.9.3). A sender with \
+DCQCN would slow down; softrnic counts the CNP (rp_cnp_ignored) and goes on.",
+    },
+    Lesson {
         name: "psn-wrap",
         title: "PSNs wrap at 2^24",
         explain: "A's first PSN is 0xfffffe. A 4-packet SEND takes PSNs 0xfffffe, 0xffffff, 0 and 1: \
@@ -477,6 +508,10 @@ pub fn lesson_options(name: &str) -> Option<Options> {
             ops: vec![Op::Write],
             size: 64,
             twice: vec![Pick::Opcode(Opcode::RcWriteOnly)],
+            ..base
+        },
+        "cnp" => Options {
+            mark: vec![Pick::Nth(1), Pick::Nth(2), Pick::Nth(3)],
             ..base
         },
         "psn-wrap" => Options {

@@ -74,6 +74,10 @@ enum Command {
         /// Have the network deliver a packet twice (chosen as for --drop); repeat for several.
         #[arg(long)]
         twice: Vec<String>,
+        /// Have a congested switch mark a packet CE (chosen as for --drop; A then sends
+        /// ECN-capable packets); repeat for several.
+        #[arg(long)]
+        mark: Vec<String>,
         /// Lose each packet with this probability.
         #[arg(long, default_value_t = 0.0)]
         loss: f64,
@@ -249,6 +253,7 @@ fn run(cli: Cli) -> Result<(), String> {
             count,
             drop,
             twice,
+            mark,
             loss,
             reorder,
             duplicate,
@@ -266,14 +271,12 @@ fn run(cli: Cli) -> Result<(), String> {
                     Op::from_name(o).ok_or(format!("--op {o}: send, write, read, cas or fadd"))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
-            let drop = drop
-                .iter()
-                .map(|d| Pick::parse(d))
-                .collect::<Result<Vec<_>, _>>()?;
-            let twice = twice
-                .iter()
-                .map(|d| Pick::parse(d))
-                .collect::<Result<Vec<_>, _>>()?;
+            let picks = |v: &[String]| {
+                v.iter()
+                    .map(|d| Pick::parse(d))
+                    .collect::<Result<Vec<_>, _>>()
+            };
+            let (drop, twice, mark) = (picks(&drop)?, picks(&twice)?, picks(&mark)?);
             let mtu = softrnic_emu_core::Mtu::from_bytes(mtu)
                 .ok_or(format!("--mtu {mtu}: 256, 512, 1024, 2048 or 4096"))?;
             for (name, p) in [
@@ -296,6 +299,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 seed,
                 drop,
                 twice,
+                mark,
                 faults: softrnic_link::faults::Faults {
                     loss,
                     reorder,

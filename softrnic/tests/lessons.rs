@@ -178,6 +178,14 @@ fn each_lesson_shows_its_rule() {
         notes(&dup)
     );
 
+    let cnp = run("cnp");
+    let n = notes(&cnp);
+    assert_eq!(n.matches("ECN CE on arrival").count(), 3, "{n}");
+    assert!(n.contains("answers the CE marks from frame 1 on"), "{n}");
+    let np = &cnp.counters[1];
+    assert_eq!((np.np_ecn_marked_roce_packets, np.np_cnp_sent), (3, 1));
+    assert_eq!(cnp.counters[0].rp_cnp_ignored, 1);
+
     let wrap = run("psn-wrap");
     let psns: Vec<u32> = sent_packets(&wrap.analysis)
         .iter()

@@ -827,6 +827,72 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
     assert_eq!(p.counters(1).qkey_violation, 1);
 }
 
+/// Annex A17.9.3: the receiver of CE-marked packets sends its peer's QP a CNP, at most one per
+/// QP every 4 µs (the notification point); the sender counts the CNPs it does not act on. The
+/// marks change nothing else: the data lands and is acknowledged as usual.
+#[test]
+fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
+    let settings = Settings {
+        traffic_class: 2, // ECT(0): a congested switch may mark it
+        ..Settings::default()
+    };
+    let mut p = Pair::new(QpType::Rc, settings);
+    p.sim.capture = true;
+    p.sim.congested = Some(Box::new(|s| s.from == 0));
+    let (src, lkey) = p.buf(0, 3000, 0x5a, RW);
+    let (dst, rkey) = p.buf(1, 6000, 0, RW);
+    p.recv(7, sge(dst, 3000, rkey));
+    p.recv(8, sge(dst + 3000, 3000, rkey));
+    p.send(1, SendOp::Send, sge(src, 3000, lkey));
+    p.run();
+    // Three marked packets arrive within 4 µs: one CNP, from B to A's QP.
+    assert_eq!(
+        p.lines(),
+        [
+            "0>1 RC_SEND_FIRST 0",
+            "0>1 RC_SEND_MIDDLE 1",
+            "0>1 RC_SEND_LAST 2",
+            "1>0 CNP 0",
+            "1>0 RC_ACKNOWLEDGE 2 ACK",
+        ]
+    );
+    let cnp = p.sim.seen.iter().find(|s| {
+        s.outbound
+            && softrnic_wire::frame::parse(&s.frame)
+                .unwrap()
+                .repr
+                .bth
+                .opcode
+                == Opcode::Cnp
+    });
+    let cnp = softrnic_wire::frame::parse(&cnp.unwrap().frame)
+        .unwrap()
+        .repr;
+    assert_eq!((cnp.bth.dest_qp, cnp.bth.becn), (p.qp[0], true));
+    assert_eq!(cnp.ip.addrs().1, p.sim.hosts[0].gid.to_ip().into());
+    let (c0, c1) = (p.counters(0), p.counters(1));
+    assert_eq!((c1.np_ecn_marked_roce_packets, c1.np_cnp_sent), (3, 1));
+    assert_eq!(c0.rp_cnp_ignored, 1);
+    assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 3000)]);
+    // Later than the interval, a marked packet gets a CNP of its own.
+    let later = p.sim.now + 10_000;
+    p.sim.alarm = Some(later);
+    p.sim.run_until(1000, |s| s.now >= later).unwrap();
+    p.send(2, SendOp::Send, sge(src, 3000, lkey));
+    p.run();
+    assert_eq!(p.counters(1).np_cnp_sent, 2);
+    assert_eq!(p.bytes(1, dst + 3000, 3000), vec![0x5a; 3000]);
+    // An unmarkable (Not-ECT) packet is left alone, as a switch leaves it.
+    let mut q = Pair::rc();
+    q.sim.congested = Some(Box::new(|_| true));
+    let (src, lkey) = q.buf(0, 8, 1, RW);
+    let (dst, rkey) = q.buf(1, 8, 0, RW);
+    q.recv(7, sge(dst, 8, rkey));
+    q.send(1, SendOp::Send, sge(src, 8, lkey));
+    q.run();
+    assert_eq!(q.counters(1).np_ecn_marked_roce_packets, 0);
+}
+
 #[test]
 fn uc_drops_a_message_with_a_gap_and_takes_the_next() {
     let mut p = Pair::new(QpType::Uc, Settings::default());

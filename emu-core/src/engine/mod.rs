@@ -22,6 +22,7 @@ use crate::gid::Gid;
 use crate::keys::KeyTable;
 use crate::memory::{Memory, Space};
 use crate::multicast::Groups;
+use crate::notification;
 use crate::psn;
 use crate::qp::{Qp, Shared};
 use crate::qp_attr::{QpState, QpType};
@@ -346,7 +347,7 @@ impl<M: Memory> Engine<M> {
         }
         let info = pkt.repr.bth.opcode.info();
         if info.transport == Transport::Cnp {
-            self.sh.counters.rcvd_cnp += 1;
+            self.sh.counters.rp_cnp_ignored += 1;
             return;
         }
         let qpn = pkt.repr.bth.dest_qp;
@@ -369,6 +370,12 @@ impl<M: Memory> Engine<M> {
         if !matches || !qp.receives() {
             self.sh.counters.rcvd_bad_context += 1;
             return;
+        }
+        // Annex A17.9.3: a connected QP tells its peer it was congested.
+        if notification::congestion_experienced(pkt.repr.ip.ecn())
+            && !matches!(qp.init.qp_type, QpType::Ud)
+        {
+            notification::marked(qp, &mut self.sh, now);
         }
         if info.operation.is_response() {
             if qp.init.qp_type.is_reliable() {
@@ -489,7 +496,8 @@ impl<M: Memory> Engine<M> {
                 continue;
             };
             qp.queued = false;
-            let n = responder::poll(qp, &mut self.sh, buf)
+            let n = notification::poll(qp, &mut self.sh, now, buf)
+                .or_else(|| responder::poll(qp, &mut self.sh, buf))
                 .or_else(|| requester::poll(qp, &mut self.sh, now, buf));
             if let Some(n) = n {
                 qp.queued = true;

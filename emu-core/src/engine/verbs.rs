@@ -401,6 +401,7 @@ impl<M: Memory> Engine<M> {
             req: Requester::default(),
             comp: Completer::default(),
             resp: Responder::default(),
+            np: Default::default(),
             path: None,
             udp_src_port,
             queued: false,

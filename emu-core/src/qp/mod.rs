@@ -244,6 +244,8 @@ pub(crate) struct Qp {
     pub req: Requester,
     pub comp: Completer,
     pub resp: Responder,
+    /// Its notification point: a CNP owed to the peer for a CE-marked packet.
+    pub np: crate::notification::Notification,
     pub path: Option<Path>,
     pub udp_src_port: u16,
     /// Whether the QP is in the engine's ready list.
