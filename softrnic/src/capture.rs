@@ -353,24 +353,25 @@ pub struct Show {
     pub icrc: bool,
 }
 
-/// Same-host frames are captured leaving and arriving: how many sent frames are remembered to
-/// recognise their arrival.
-const RECENT_SENT: usize = 256;
-
 /// Prints each frame: its number, time, direction and interface where the capture says, and
-/// what it is. A received frame that is one sent just before on another interface (a same-host
-/// frame, captured leaving and arriving) says which, so it does not pass for a retransmission.
+/// what it is and what it does in its conversation. A received frame that is one seen leaving
+/// before (a same-host frame, captured leaving and arriving) says which, so it does not pass
+/// for a retransmission.
 pub fn dissect_frames<W: Write>(
     frames: &[CapturedFrame],
     show: Show,
     mut out: W,
 ) -> io::Result<()> {
     let start = frames.first().map(|f| f.timestamp).unwrap_or_default();
-    // What the conversation says of each frame: which it repeats, what it answers or covers.
+    // What the conversation says of each frame: which it repeats, what it answers or covers,
+    // which sent frame an arrival is.
     let analysis = crate::conversation::analyse(frames, None);
     let notes = crate::conversation::notes_by_frame(&analysis);
-    let mut sent: HashMap<&[u8], (usize, Option<&str>)> = HashMap::new();
-    let mut order = std::collections::VecDeque::new();
+    let arrivals: HashMap<usize, usize> = analysis
+        .packets
+        .iter()
+        .filter_map(|p| Some((p.arrival?, p.number)))
+        .collect();
     for (i, f) in frames.iter().enumerate() {
         let n = i + 1;
         if show.roce_only && dissect::not_roce(&f.data).is_some() {
@@ -378,24 +379,7 @@ pub fn dissect_frames<W: Write>(
         }
         let t = f.timestamp.saturating_sub(start).as_secs_f64();
         let interface = f.interface.as_deref();
-        let arrival = match f.direction {
-            Some(Direction::Out) => {
-                sent.insert(&f.data, (n, interface));
-                order.push_back((&f.data[..], n));
-                if order.len() > RECENT_SENT
-                    && let Some((old, m)) = order.pop_front()
-                    && sent.get(old).is_some_and(|&(k, _)| k == m)
-                {
-                    sent.remove(old);
-                }
-                None
-            }
-            Some(Direction::In) => sent
-                .get(&f.data[..])
-                .filter(|(_, from)| *from != interface)
-                .map(|&(m, _)| m),
-            None => None,
-        };
+        let arrival = arrivals.get(&n);
         let way = match (f.direction, interface) {
             (Some(Direction::In), Some(i)) => format!("{i} in "),
             (Some(Direction::Out), Some(i)) => format!("{i} out"),

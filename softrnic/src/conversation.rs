@@ -93,7 +93,8 @@ pub struct Packet {
     pub src: String,
     /// The receiver.
     pub dst: String,
-    /// Whether it was seen leaving, where the receiver's port was captured, and never arriving.
+    /// Whether it was seen leaving and never arriving, while the capture saw frames arrive at
+    /// its receiver after it.
     pub lost: bool,
     /// A second arrival of a packet sent once: the network duplicated this one.
     pub duplicate_of: Option<usize>,
@@ -119,15 +120,33 @@ impl Packet {
     }
 }
 
-/// The packets between two hosts, in the order they were sent.
+/// One end of a conversation: a host's address and its QP, where the capture shows which.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct End {
+    /// The IP address.
+    pub ip: String,
+    /// The QP, unless no packet shows it (a UC sender's, whose peer never answers).
+    pub qp: Option<u32>,
+}
+
+impl End {
+    fn new(ip: &str, qp: u32) -> End {
+        End {
+            ip: ip.to_string(),
+            qp: Some(qp),
+        }
+    }
+}
+
+/// The packets between two QPs, in the order they were sent: a request's destination QP, and
+/// its source QP as the responses to it (or a datagram's DETH) show it.
 #[derive(Debug, Clone)]
 pub struct Conversation {
-    /// The two hosts: the first is the one that sent first.
-    pub hosts: [String; 2],
-    /// Each host's QPs that packets name: their destination QP, and a datagram's source QP.
-    pub qps: [Vec<u32>; 2],
-    /// Indices into [`Analysis::packets`].
-    pub packets: Vec<usize>,
+    /// The two ends: the first is the one that sent first.
+    pub ends: [End; 2],
+    /// Indices into [`Analysis::packets`], each with whether it goes from the first end to
+    /// the second.
+    pub packets: Vec<(usize, bool)>,
 }
 
 /// A capture's conversations.
@@ -193,8 +212,8 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
     // Packets seen arriving, by their bytes: a second arrival with no second sending is the
     // network's duplicate.
     let mut arrived: HashMap<Vec<u8>, usize> = HashMap::new();
-    // Hosts whose arrivals the capture shows.
-    let mut receivers: Vec<String> = Vec::new();
+    // Each host whose arrivals the capture shows, with the last frame that arrived there.
+    let mut receivers: HashMap<String, usize> = HashMap::new();
     for (i, f) in frames.iter().enumerate() {
         let t = f.timestamp.saturating_sub(start).as_secs_f64();
         let Ok(p) = frame::parse_unverified(&f.data) else {
@@ -205,17 +224,10 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
         let (src, dst) = (src.to_string(), dst.to_string());
         let key = invariant(&p);
         if f.direction == Some(Direction::In) {
-            if !receivers.contains(&dst) {
-                receivers.push(dst.clone());
-            }
+            receivers.insert(dst.clone(), i + 1);
             // The latest such frame sent: a retransmission has the bytes of the packet it
             // repeats, and arrives after it was sent, where the first copy may have been lost.
-            let from = awaiting.get_mut(&key).and_then(|v| {
-                let pos = v.iter().rposition(|&k| {
-                    frames_interface(frames, &a.packets[k]) != f.interface.as_deref()
-                })?;
-                Some(v.remove(pos))
-            });
+            let from = awaiting.get_mut(&key).and_then(|v| v.pop());
             if let Some(k) = from {
                 a.packets[k].arrival = Some(i + 1);
                 a.packets[k].arrived_at = Some(t);
@@ -246,13 +258,16 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
             notes: Vec::new(),
         });
     }
+    // Lost: seen leaving, never arriving, though the capture saw frames arrive at its
+    // receiver after it (a capture that stops is not a loss).
     for p in &mut a.packets {
         let sent_only = frames[p.number - 1].direction == Some(Direction::Out);
-        p.lost = sent_only && p.arrival.is_none() && receivers.contains(&p.dst);
+        let watched = receivers.get(&p.dst).is_some_and(|&last| last > p.number);
+        p.lost = sent_only && p.arrival.is_none() && watched;
     }
     a.mtu = mtu.or_else(|| inferred_mtu(&a.packets));
-    annotate(&mut a);
-    a.conversations = conversations(&a.packets);
+    let peers = annotate(&mut a);
+    a.conversations = conversations(&a.packets, &peers);
     a
 }
 
@@ -271,11 +286,6 @@ fn invariant(p: &ParsedFrame<'_>) -> Vec<u8> {
         }
         Err(_) => l3.to_vec(),
     }
-}
-
-/// The interface a packet was first seen on.
-fn frames_interface<'a>(frames: &'a [CapturedFrame], p: &Packet) -> Option<&'a str> {
-    frames[p.number - 1].interface.as_deref()
 }
 
 /// The largest payload of a FIRST or MIDDLE packet: every one is a full path MTU.
@@ -303,8 +313,12 @@ fn frames_named(numbers: &[usize]) -> String {
     }
 }
 
-/// Walks the packets in order, keeping each request flow's state.
-fn annotate(a: &mut Analysis) {
+/// QP ends known to talk to each other: a responder's QP and the requester's it answers.
+type Peers = HashMap<End, End>;
+
+/// Walks the packets in order, keeping each request flow's state; returns the QP pairs that
+/// its responses show.
+fn annotate(a: &mut Analysis) -> Peers {
     let mtu = a.mtu;
     let mut flows: HashMap<FlowKey, Flow> = HashMap::new();
     // A response flow's request flow, once found.
@@ -382,12 +396,23 @@ fn annotate(a: &mut Analysis) {
                 let Some(k) = flows
                     .iter()
                     .filter(|((s, d, _), _)| *s == dst && *d == src)
+                    // The flow whose latest request this PSN answers; else the nearest PSN.
                     .min_by_key(|(_, fl)| {
-                        fl.outstanding
+                        let latest = fl
+                            .outstanding
+                            .iter()
+                            .filter(|o| {
+                                !o.done && psn_diff(psn, o.first) >= 0 && psn_diff(o.last, psn) >= 0
+                            })
+                            .map(|o| o.packet)
+                            .max();
+                        let nearest = fl
+                            .outstanding
                             .iter()
                             .map(|o| psn_diff(psn, o.first).unsigned_abs())
                             .min()
-                            .unwrap_or(u32::MAX)
+                            .unwrap_or(u32::MAX);
+                        (latest.is_none(), std::cmp::Reverse(latest), nearest)
                     })
                     .map(|(k, _)| k.clone())
                 else {
@@ -436,6 +461,14 @@ fn annotate(a: &mut Analysis) {
             response(a, i, flow, &repr, psn);
         }
     }
+    let mut peers = Peers::new();
+    for ((rs, rd, rq), (qs, qd, qq)) in answers {
+        let (requester, responder) = (End::new(&rd, rq), End::new(&qd, qq));
+        debug_assert!(rs == qd && qs == rd);
+        peers.insert(requester.clone(), responder.clone());
+        peers.insert(responder, requester);
+    }
+    peers
 }
 
 /// A request: what it asks, whether it is new, repeated or beyond a gap.
@@ -739,35 +772,31 @@ fn nak_cause(code: NakCode) -> &'static str {
     }
 }
 
-/// Packets grouped by host pair, each group in the order sent.
-fn conversations(packets: &[Packet]) -> Vec<Conversation> {
+/// Packets grouped by QP pair, each group in the order sent.
+fn conversations(packets: &[Packet], peers: &Peers) -> Vec<Conversation> {
     let mut out: Vec<Conversation> = Vec::new();
     for (i, p) in packets.iter().enumerate() {
-        let c = match out.iter_mut().find(|c| {
-            (c.hosts[0] == p.src && c.hosts[1] == p.dst)
-                || (c.hosts[0] == p.dst && c.hosts[1] == p.src)
-        }) {
-            Some(c) => c,
-            None => {
-                out.push(Conversation {
-                    hosts: [p.src.clone(), p.dst.clone()],
-                    qps: [Vec::new(), Vec::new()],
-                    packets: Vec::new(),
-                });
-                out.last_mut().expect("pushed")
-            }
-        };
-        c.packets.push(i);
         let Some(f) = p.parsed() else { continue };
-        let to_second = usize::from(p.dst == c.hosts[1]);
-        let mut add = |host: usize, qp: u32| {
-            if !c.qps[host].contains(&qp) {
-                c.qps[host].push(qp);
-            }
+        let to = End::new(&p.dst, f.repr.bth.dest_qp);
+        let from = match (f.repr.ext.deth, peers.get(&to)) {
+            (Some(d), _) => End::new(&p.src, d.src_qp),
+            (None, Some(peer)) if peer.ip == p.src => peer.clone(),
+            _ => End {
+                ip: p.src.clone(),
+                qp: None,
+            },
         };
-        add(to_second, f.repr.bth.dest_qp);
-        if let Some(d) = f.repr.ext.deth {
-            add(1 - to_second, d.src_qp);
+        match out.iter_mut().find(|c| {
+            (c.ends[0] == from && c.ends[1] == to) || (c.ends[0] == to && c.ends[1] == from)
+        }) {
+            Some(c) => {
+                let rightward = c.ends[1] == to;
+                c.packets.push((i, rightward));
+            }
+            None => out.push(Conversation {
+                ends: [from, to],
+                packets: vec![(i, true)],
+            }),
         }
     }
     out
@@ -785,6 +814,61 @@ pub fn notes_by_frame(a: &Analysis) -> HashMap<usize, Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two QPs of one device talk to each other through `lo`: both ends have one address, so
+    /// the ends are told apart by QP, each frame is seen leaving and arriving on the same
+    /// device, and each appears once.
+    #[test]
+    fn same_host_qps_are_one_conversation_of_two_ends() {
+        use softrnic_wire::sample::{Ip, example};
+        use softrnic_wire::{IpRepr, Ipv4Address, Opcode};
+        let lo = Ipv4Address::new(127, 0, 0, 1);
+        let frame = |op: Opcode, dest_qp: u32, psn: u32| {
+            let mut s = example(op, Ip::V4, psn, 8);
+            s.repr.ip = IpRepr::v4(lo, lo);
+            s.repr.bth.dest_qp = dest_qp;
+            s.frame()
+        };
+        let packets = [
+            frame(Opcode::RcSendOnly, 0x12, 0x100),
+            frame(Opcode::RcAcknowledge, 0x11, 0x100),
+            frame(Opcode::RcSendOnly, 0x11, 0x500),
+            frame(Opcode::RcAcknowledge, 0x12, 0x500),
+        ];
+        let mut frames = Vec::new();
+        for (i, data) in packets.iter().enumerate() {
+            for direction in [Direction::Out, Direction::In] {
+                frames.push(CapturedFrame {
+                    direction: Some(direction),
+                    interface: Some("srnic0".into()),
+                    ..CapturedFrame::new(std::time::Duration::from_micros(i as u64), data.clone())
+                });
+            }
+        }
+        let a = analyse(&frames, None);
+        assert_eq!(a.packets.len(), 4, "each frame once");
+        assert!(
+            a.packets
+                .iter()
+                .all(|p| p.arrival == Some(p.number + 1) && !p.lost)
+        );
+        assert_eq!(a.conversations.len(), 1);
+        let c = &a.conversations[0];
+        let qps: Vec<Option<u32>> = c.ends.iter().map(|e| e.qp).collect();
+        assert_eq!(qps, [Some(0x11), Some(0x12)]);
+        let ways: Vec<bool> = c.packets.iter().map(|&(_, right)| right).collect();
+        assert_eq!(ways, [true, false, false, true]);
+        assert!(
+            a.packets[1].notes[0]
+                .text
+                .starts_with("acknowledges frame 1 ")
+        );
+        assert!(
+            a.packets[3].notes[0]
+                .text
+                .starts_with("acknowledges frame 5 ")
+        );
+    }
 
     #[test]
     fn psn_distance_wraps() {

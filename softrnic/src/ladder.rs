@@ -3,7 +3,7 @@
 //! it. As text for a terminal, and as one self-contained HTML page (an SVG per conversation;
 //! a packet opens its field-by-field dissection).
 
-use crate::conversation::{Analysis, Conversation, Mark, Packet};
+use crate::conversation::{Analysis, Conversation, End, Mark, Packet};
 use softrnic_wire::{Syndrome, dissect};
 use std::fmt::Write;
 
@@ -42,12 +42,16 @@ pub fn label(p: &Packet) -> String {
     s
 }
 
+/// How an end is named: its address and QP.
+fn end(e: &End) -> String {
+    match e.qp {
+        Some(qp) => format!("{} QP {qp:#x}", e.ip),
+        None => e.ip.clone(),
+    }
+}
+
 fn title(c: &Conversation) -> String {
-    let qps = |h: usize| {
-        let q: Vec<String> = c.qps[h].iter().map(|q| format!("{q:#x}")).collect();
-        format!("{} (QP {})", c.hosts[h], q.join(", "))
-    };
-    format!("{} ⇄ {}", qps(0), qps(1))
+    format!("{} ⇄ {}", end(&c.ends[0]), end(&c.ends[1]))
 }
 
 /// The text ladder of every conversation.
@@ -55,7 +59,7 @@ pub fn text(a: &Analysis) -> String {
     let mut out = String::new();
     for c in &a.conversations {
         let _ = writeln!(out, "{}", title(c));
-        let hosts = format!("{:<24}{:>26}", c.hosts[0], c.hosts[1]);
+        let hosts = format!("{:<25}{:>25}", end(&c.ends[0]), end(&c.ends[1]));
         let _ = writeln!(
             out,
             "{:>9}  {:>10}  {}",
@@ -63,9 +67,8 @@ pub fn text(a: &Analysis) -> String {
             "time ms",
             hosts.trim_end()
         );
-        for &i in &c.packets {
+        for &(i, rightward) in &c.packets {
             let p = &a.packets[i];
-            let rightward = p.src == c.hosts[0];
             let l = label(p);
             let body = ARROW - 2;
             let arrow = if p.lost {
@@ -188,7 +191,7 @@ fn conversation_svg(out: &mut String, a: &Analysis, c: &Conversation) {
     let rows: Vec<usize> = c
         .packets
         .iter()
-        .map(|&i| ROW.max(a.packets[i].notes.len() * NOTE_LINE + 8))
+        .map(|&(i, _)| ROW.max(a.packets[i].notes.len() * NOTE_LINE + 8))
         .collect();
     let height = TOP + rows.iter().sum::<usize>() + 20;
     let _ = writeln!(out, "<h2>{}</h2>", escape(&title(c)));
@@ -199,24 +202,20 @@ fn conversation_svg(out: &mut String, a: &Analysis, c: &Conversation) {
     let _ = writeln!(
         out,
         "<text class=\"host\" x=\"{x1}\" y=\"20\" text-anchor=\"middle\">{}</text><text class=\"host\" x=\"{x2}\" y=\"20\" text-anchor=\"middle\">{}</text>",
-        escape(&c.hosts[0]),
-        escape(&c.hosts[1])
+        escape(&end(&c.ends[0])),
+        escape(&end(&c.ends[1]))
     );
     let _ = writeln!(
         out,
         "<text class=\"time\" x=\"10\" y=\"20\">frame, time ms</text><line class=\"lifeline\" x1=\"{x1}\" y1=\"30\" x2=\"{x1}\" y2=\"{height}\"/><line class=\"lifeline\" x1=\"{x2}\" y1=\"30\" x2=\"{x2}\" y2=\"{height}\"/>"
     );
     let mut y = TOP;
-    for (row, &i) in c.packets.iter().enumerate() {
+    for (row, &(i, rightward)) in c.packets.iter().enumerate() {
         let p = &a.packets[i];
         if row > 0 {
             y += rows[row - 1];
         }
-        let (from, to) = if p.src == c.hosts[0] {
-            (x1, x2)
-        } else {
-            (x2, x1)
-        };
+        let (from, to) = if rightward { (x1, x2) } else { (x2, x1) };
         let mut marks: Vec<Mark> = p.notes.iter().map(|n| n.mark).collect();
         marks.sort();
         marks.dedup();
