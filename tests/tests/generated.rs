@@ -36,21 +36,8 @@ fn fuzz_seed_corpora_hold_every_sample() {
 /// block must be what the dissector prints for that sample now.
 #[test]
 fn wire_format_doc_dumps_are_current() {
-    let path = root().join("docs/wire-format.md");
-    let doc = std::fs::read_to_string(&path).expect("docs/wire-format.md");
     let samples = sample::capture();
-    let mut out = String::new();
-    let mut rest = doc.as_str();
-    let mut blocks = 0;
-    while let Some(at) = rest.find("<!-- ") {
-        let name_end = at + rest[at..].find(" -->").expect("marker ends with -->");
-        // `doc:` markers are the docs test's (softrnic/tests/docs.rs): commands, not dumps.
-        let marker = rest[at + 5..name_end].split_once(": ");
-        let Some((kind, name)) = marker.filter(|(kind, _)| *kind != "doc") else {
-            out.push_str(&rest[..name_end]);
-            rest = &rest[name_end..];
-            continue;
-        };
+    let blocks = refresh_blocks("docs/wire-format.md", |kind, name| {
         let s = samples
             .iter()
             .find(|s| s.name == name)
@@ -62,6 +49,44 @@ fn wire_format_doc_dumps_are_current() {
             other => panic!("unknown doc block kind {other:?}"),
         }
         .expect("dissect");
+        text
+    });
+    assert!(blocks >= 5, "the doc shows real frames ({blocks} found)");
+}
+
+/// docs/roce-for-tcp-people.md shows each lesson's ladder in a block that starts with
+/// `<!-- lesson: NAME -->`: each must be what the lesson draws now.
+#[test]
+fn tcp_people_doc_ladders_are_current() {
+    let blocks = refresh_blocks("docs/roce-for-tcp-people.md", |kind, name| {
+        assert_eq!(kind, "lesson", "unknown doc block kind");
+        let options = softrnic::lesson::lesson_options(name)
+            .unwrap_or_else(|| panic!("docs name an unknown lesson {name:?}"));
+        let outcome = softrnic::lesson::simulate(&options).expect("the lesson runs");
+        softrnic::ladder::text(&outcome.analysis)
+    });
+    assert!(blocks >= 6, "the doc shows the lessons ({blocks} found)");
+}
+
+/// Rewrites each block of the page at `path` (from the repository) that starts with a marker
+/// `<!-- KIND: NAME -->` and a ```text fence with what `render(KIND, NAME)` gives, and checks the
+/// page is current (or writes it when blessing). `doc:` markers are the docs test's
+/// (softrnic/tests/docs.rs): commands, left as they are. Returns how many blocks there were.
+fn refresh_blocks(path: &str, mut render: impl FnMut(&str, &str) -> String) -> usize {
+    let path = root().join(path);
+    let doc = std::fs::read_to_string(&path).expect("the page");
+    let mut out = String::new();
+    let mut rest = doc.as_str();
+    let mut blocks = 0;
+    while let Some(at) = rest.find("<!-- ") {
+        let name_end = at + rest[at..].find(" -->").expect("marker ends with -->");
+        let marker = rest[at + 5..name_end].split_once(": ");
+        let Some((kind, name)) = marker.filter(|(kind, _)| *kind != "doc") else {
+            out.push_str(&rest[..name_end]);
+            rest = &rest[name_end..];
+            continue;
+        };
+        let text = render(kind, name);
         // The block is the marker line, then a ```text fence up to the closing fence.
         let fence_open = name_end
             + rest[name_end..]
@@ -75,6 +100,6 @@ fn wire_format_doc_dumps_are_current() {
         blocks += 1;
     }
     out.push_str(rest);
-    assert!(blocks >= 5, "the doc shows real frames ({blocks} found)");
     check_generated(&path, out.as_bytes());
+    blocks
 }
