@@ -365,7 +365,7 @@ pub fn dissect_frames<W: Write>(
     let start = frames.first().map(|f| f.timestamp).unwrap_or_default();
     // What the conversation says of each frame: which it repeats, what it answers or covers,
     // which sent frame an arrival is.
-    let analysis = crate::conversation::analyse(frames, None);
+    let analysis = crate::conversation::analyse(frames, Default::default());
     let notes = crate::conversation::notes_by_frame(&analysis);
     let arrivals: HashMap<usize, usize> = analysis
         .packets

@@ -202,9 +202,19 @@ struct Flow {
 
 type FlowKey = (String, String, u32);
 
-/// Reads a capture's packets into conversations and notes. `mtu` is the path MTU where known
-/// (a lesson knows it); otherwise it is inferred from multi-packet messages.
-pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
+/// What the reader of a capture knows besides its frames.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Known {
+    /// The path MTU (else inferred from multi-packet messages).
+    pub mtu: Option<usize>,
+    /// The capture saw every port to the end (a lesson's does): a packet sent and never seen
+    /// arriving was lost, even the last. Otherwise a packet is lost only if frames arrived at
+    /// its receiver after it, since a capture that stops is not a loss.
+    pub complete: bool,
+}
+
+/// Reads a capture's packets into conversations and notes.
+pub fn analyse(frames: &[CapturedFrame], known: Known) -> Analysis {
     let mut a = Analysis::default();
     let start = frames.first().map(|f| f.timestamp).unwrap_or_default();
     // Sent frames that may yet be seen arriving, by their bytes.
@@ -262,10 +272,12 @@ pub fn analyse(frames: &[CapturedFrame], mtu: Option<usize>) -> Analysis {
     // receiver after it (a capture that stops is not a loss).
     for p in &mut a.packets {
         let sent_only = frames[p.number - 1].direction == Some(Direction::Out);
-        let watched = receivers.get(&p.dst).is_some_and(|&last| last > p.number);
+        let watched = receivers
+            .get(&p.dst)
+            .is_some_and(|&last| known.complete || last > p.number);
         p.lost = sent_only && p.arrival.is_none() && watched;
     }
-    a.mtu = mtu.or_else(|| inferred_mtu(&a.packets));
+    a.mtu = known.mtu.or_else(|| inferred_mtu(&a.packets));
     let peers = annotate(&mut a);
     a.conversations = conversations(&a.packets, &peers);
     a
@@ -845,7 +857,7 @@ mod tests {
                 });
             }
         }
-        let a = analyse(&frames, None);
+        let a = analyse(&frames, Known::default());
         assert_eq!(a.packets.len(), 4, "each frame once");
         assert!(
             a.packets

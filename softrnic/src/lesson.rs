@@ -204,30 +204,10 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
 
     let n = o.size.max(1);
     let rounds = o.count;
-    let (src, lkey) = p.buf(0, n * rounds, 0, RW);
-    let (dst, rkey) = p.buf(1, n * rounds, 0, RW);
-    for (i, b) in p.sim.hosts[0]
-        .engine
-        .memory_mut()
-        .slice_mut(src, n * rounds)
-        .map_err(|e| format!("{e:?}"))?
-        .iter_mut()
-        .enumerate()
-    {
-        *b = (i * 7 + 1) as u8;
-    }
+    let (src, lkey) = patterned(&mut p, 0, n * rounds, sent_byte)?;
     // READs fetch a buffer of B's own bytes into one of A's.
-    let (rsrc, rsrc_key) = p.buf(1, n * rounds, 0, RW);
-    for (i, b) in p.sim.hosts[1]
-        .engine
-        .memory_mut()
-        .slice_mut(rsrc, n * rounds)
-        .map_err(|e| format!("{e:?}"))?
-        .iter_mut()
-        .enumerate()
-    {
-        *b = (i * 5 + 3) as u8;
-    }
+    let (dst, rkey) = p.buf(1, n * rounds, 0, RW);
+    let (rsrc, rsrc_key) = patterned(&mut p, 1, n * rounds, held_byte)?;
     let (rdst, rdst_key) = p.buf(0, n * rounds, 0, RW);
     let (ctr, ctr_key) = p.buf(1, 8, 0, RW);
     let (orig, orig_key) = p.buf(0, 8 * rounds * o.ops.len(), 0, RW);
@@ -316,7 +296,11 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
             ..CapturedFrame::new(EPOCH + Duration::from_nanos(s.at), s.frame.clone())
         })
         .collect();
-    let analysis = conversation::analyse(&frames, Some(o.mtu.bytes() as usize));
+    let known = conversation::Known {
+        mtu: Some(o.mtu.bytes() as usize),
+        complete: true,
+    };
+    let analysis = conversation::analyse(&frames, known);
     Ok(Outcome {
         frames,
         analysis,
@@ -326,6 +310,32 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
         data_ok,
         data,
     })
+}
+
+/// Byte `i` of what A sends or writes.
+fn sent_byte(i: usize) -> u8 {
+    (i * 7 + 1) as u8
+}
+
+/// Byte `i` of what B holds for A to read.
+fn held_byte(i: usize) -> u8 {
+    (i * 5 + 3) as u8
+}
+
+/// A buffer of `len` bytes on host `h`, registered, holding `byte(i)` at `i`.
+fn patterned(
+    p: &mut Pair,
+    h: usize,
+    len: usize,
+    byte: fn(usize) -> u8,
+) -> Result<(u64, u32), String> {
+    let (addr, key) = p.buf(h, len, 0, RW);
+    let mem = p.sim.hosts[h].engine.memory_mut();
+    let b = mem.slice_mut(addr, len).map_err(|e| format!("{e:?}"))?;
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = byte(i);
+    }
+    Ok((addr, key))
 }
 
 /// Checks what landed: B's receive buffers or memory hold what A sent, A holds what it read,
@@ -339,7 +349,7 @@ fn check_data(
     let len = n * o.count;
     let mut checks = Vec::new();
     let mut ok = true;
-    let sent: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
+    let sent: Vec<u8> = (0..len).map(sent_byte).collect();
     if o.ops.contains(&Op::Write) {
         let good = p.bytes(1, dst, len) == sent;
         ok &= good;
@@ -357,7 +367,7 @@ fn check_data(
         ));
     }
     if o.ops.contains(&Op::Read) {
-        let want: Vec<u8> = (0..len).map(|i| (i * 5 + 3) as u8).collect();
+        let want: Vec<u8> = (0..len).map(held_byte).collect();
         let good = p.bytes(0, rdst, len) == want;
         ok &= good;
         checks.push(format!(

@@ -413,7 +413,11 @@ fn ladder(
     }
     .map_err(|e| format!("{name}: {e}"))?;
     let c = capture::read_capture(&bytes).map_err(|e| format!("{name}: {e}"))?;
-    let analysis = softrnic::conversation::analyse(&c.frames, mtu);
+    let known = softrnic::conversation::Known {
+        mtu,
+        complete: false,
+    };
+    let analysis = softrnic::conversation::analyse(&c.frames, known);
     print!("{}", softrnic::ladder::text(&analysis));
     if let Some(path) = html {
         std::fs::write(path, softrnic::ladder::html(&analysis, &name))

@@ -138,27 +138,17 @@ fn repair(copy: &mut [u8], frame: &[u8], e: Error, marks: &mut Vec<Mark>) -> boo
             true
         }
         Error::BadIpLength if copy.len() >= ip + ip_len => {
-            let have = copy.len() - ip;
-            let (at, field, says, right) = if v4 {
-                (ip + 2, "Total Length", be16(copy, ip + 2), have)
-            } else {
-                (ip + 4, "Payload Length", be16(copy, ip + 4), have - 40)
-            };
             // An IHL below 5 is a bad length too: only 20-byte headers reach here mended.
             if v4 && copy[ip] & 0xf != 5 {
                 return false;
             }
-            let Ok(right16) = u16::try_from(right) else {
+            let have = copy.len() - ip - if v4 { 0 } else { 40 };
+            let Ok(right) = u16::try_from(have) else {
                 return false;
             };
-            mark(
-                marks,
-                at,
-                field,
-                format!("WRONG: the frame holds {right} (it says {says})"),
-            );
-            put16(copy, at, right16);
-            mend_checksum(copy, frame, ip, v4);
+            set_ip_length(copy, frame, marks, right, |says| {
+                format!("WRONG: the frame holds {right} (it says {says})")
+            });
             true
         }
         Error::BadUdpLength => {
@@ -166,20 +156,12 @@ fn repair(copy: &mut [u8], frame: &[u8], e: Error, marks: &mut Vec<Mark>) -> boo
             let says = be16(copy, udp + 4);
             // A UDP length that reaches the end of the frame says the IP length is the wrong one.
             if udp + usize::from(says) == copy.len() {
-                let (at, field, ip_says) = if v4 {
-                    (ip + 2, "Total Length", be16(copy, ip + 2))
-                } else {
-                    (ip + 4, "Payload Length", be16(copy, ip + 4))
+                let Some(right) = says.checked_add(if v4 { 20 } else { 0 }) else {
+                    return false;
                 };
-                let right = if v4 { says + 20 } else { says };
-                mark(
-                    marks,
-                    at,
-                    field,
-                    format!("WRONG: UDP and the frame say {right} (it says {ip_says})"),
-                );
-                put16(copy, at, right);
-                mend_checksum(copy, frame, ip, v4);
+                set_ip_length(copy, frame, marks, right, |ip_says| {
+                    format!("WRONG: UDP and the frame say {right} (it says {ip_says})")
+                });
                 return true;
             }
             let end = if v4 {
@@ -215,6 +197,29 @@ fn repair(copy: &mut [u8], frame: &[u8], e: Error, marks: &mut Vec<Mark>) -> boo
         }
         _ => false,
     }
+}
+
+/// Sets the IP header's length field (IPv4 Total Length, IPv6 Payload Length) in `copy` to
+/// `right`, marking it with `why(what it said)`, and keeps an IPv4 checksum that was right for
+/// the header as sent right for the mended one (else it is marked wrong in its turn).
+fn set_ip_length(
+    copy: &mut [u8],
+    frame: &[u8],
+    marks: &mut Vec<Mark>,
+    right: u16,
+    why: impl Fn(u16) -> String,
+) {
+    let ip = ip_at(copy);
+    let v4 = copy.get(ip).is_some_and(|b| b >> 4 == 4);
+    let (at, field) = if v4 {
+        (ip + 2, "Total Length")
+    } else {
+        (ip + 4, "Payload Length")
+    };
+    let note = why(be16(copy, at));
+    marks.push(Mark { at, field, note });
+    put16(copy, at, right);
+    mend_checksum(copy, frame, ip, v4);
 }
 
 /// After a length is mended in `copy`, keeps its IPv4 checksum right if the sender's was right
