@@ -189,6 +189,7 @@ mod tests {
     fn garbage_a_program_writes_into_its_rings_is_counted_and_skipped() {
         let (mut rings, program, _theirs) = context();
         let cap = QpCap::new(4, 1, 0);
+        let slot_size = slot::send_slot_size(&cap) as usize;
         let (sq_info, sq) = rings.new_ring(4, slot::send_slot_size(&cap)).unwrap();
         let (rq_info, rq) = rings.new_ring(4, slot::recv_slot_size(1)).unwrap();
         rings.sqs.insert(7, sq);
@@ -197,7 +198,7 @@ mod tests {
         let mut rq = Ring::new(&program, rq_info).unwrap();
         let mut notices = Notices::new(&program);
         // An opcode no WR has, more SGEs than a slot holds, then one good WR each.
-        let mut bad = [0xffu8; 112];
+        let mut bad = vec![0xffu8; slot_size];
         bad[8..12].copy_from_slice(&42u32.to_le_bytes());
         assert!(sq.push(&bad));
         let mut huge = [0u8; 32];
@@ -211,7 +212,7 @@ mod tests {
             ud: None,
             xrc_srqn: None,
         };
-        let mut buf = [0u8; 112];
+        let mut buf = vec![0u8; slot_size];
         let n = slot::encode_send(&wr, None, &mut buf).unwrap();
         assert!(sq.push(&buf[..n]));
         let recv = RecvWr {

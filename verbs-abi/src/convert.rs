@@ -194,7 +194,8 @@ mod tests {
             access(IBV_ACCESS_RELAXED_ORDERING),
             Ok(Access::from_bits_retain(0))
         );
-        assert_eq!(qp_type(IBV_QPT_XRC_SEND), Err(libc::EOPNOTSUPP));
+        assert_eq!(qp_type(IBV_QPT_XRC_SEND), Ok(QpType::XrcSend));
+        assert_eq!(qp_type(IBV_QPT_RAW_PACKET), Err(libc::EOPNOTSUPP));
         assert_eq!(qp_type(77), Err(libc::EINVAL));
     }
 }
