@@ -37,7 +37,9 @@ counters! {
     np_ecn_marked_roce_packets,
     /// CNPs sent to peers for CE-marked packets (at most one per QP per 4 µs).
     np_cnp_sent,
-    /// CNPs received and not acted on: no rate control reacts to them.
+    /// CNPs that cut a QP's rate or found it cut (DCQCN's reaction point).
+    rp_cnp_handled,
+    /// CNPs not acted on: for a QP that does not send, not from its peer, or with DCQCN off.
     rp_cnp_ignored,
     /// Duplicate requests the responder saw (re-ACKed or replayed, never executed twice).
     duplicate_request,

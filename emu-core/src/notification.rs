@@ -1,8 +1,7 @@
 //! The notification point of RoCEv2 congestion control (Annex A17.9.3): a packet that reaches
 //! its QP with the IP ECN bits at CE (a congested switch marked it) is answered with a CNP to the
 //! QP that sent it, at most one per QP every [`CNP_INTERVAL`], so that the sender can slow
-//! down. The reaction to a CNP (rate control) is not the notification point's: CNPs received
-//! are counted.
+//! down. The sender's reaction to a CNP is its reaction point's (`reaction.rs`).
 
 use core::time::Duration;
 

@@ -102,6 +102,13 @@ pub(crate) fn poll<M: Memory>(
         }
         sh.timers.stop(qp.qpn, Timer::RnrWait);
     }
+    // DCQCN: a QP held to a rate sends its next packet when the last has had its time.
+    if let Some(l) = &qp.rp
+        && now < l.next_send
+    {
+        sh.timers.arm_if_idle(qp.qpn, Timer::Pace, l.next_send);
+        return None;
+    }
     loop {
         let index = qp.req.next;
         let w = qp.sq.get(index)?;
@@ -147,7 +154,14 @@ pub(crate) fn poll<M: Memory>(
             }
         }
         return match build(qp, sh, now, buf) {
-            Ok(n) => Some(n),
+            Ok(n) => {
+                if let Some(l) = qp.rp.as_mut()
+                    && l.sent(&sh.dcqcn, now, n)
+                {
+                    qp.rp = None;
+                }
+                Some(n)
+            }
             Err(status) => {
                 // The requester stops at the failed WQE: nothing behind it may reach the wire
                 // (it is flushed when this one is retired, IBA 10.8.3.1).

@@ -19,6 +19,8 @@ pub(crate) enum Timer {
     Ack,
     /// An RNR NAK's wait (IBA 9.7.5.2.8): the requester sends nothing before it ends.
     RnrWait,
+    /// A rate-limited QP's next packet may leave (DCQCN's pacing).
+    Pace,
 }
 
 /// One timer of one QP.
@@ -39,7 +41,7 @@ pub(crate) struct Timers {
 
 /// A QP's timer as one number (QPNs are 24 bits), for a cheap hash on the packet path.
 fn key(qpn: u32, timer: Timer) -> u32 {
-    qpn << 1 | timer as u32
+    qpn << 2 | timer as u32
 }
 
 impl Timers {
@@ -79,7 +81,7 @@ impl Timers {
 
     /// Stops every timer of QP `qpn` and forgets it (it is reset, in error or destroyed).
     pub fn stop_all(&mut self, qpn: u32) {
-        for timer in [Timer::Ack, Timer::RnrWait] {
+        for timer in [Timer::Ack, Timer::RnrWait, Timer::Pace] {
             if let Some(Slot {
                 queued: Some(q), ..
             }) = self.slots.remove(&key(qpn, timer))

@@ -158,6 +158,8 @@ pub struct Outcome {
     pub completions: [Vec<Wc>; 2],
     /// Counters of A and B.
     pub counters: [Counters; 2],
+    /// The rate DCQCN holds A's and B's QPs to at the end, in Mb/s, if it does.
+    pub rates: [Option<f64>; 2],
     /// Whether the bytes landed as sent (SEND, WRITE, READ) and atomics acted once.
     pub data_ok: bool,
     /// A line on what was checked.
@@ -165,6 +167,9 @@ pub struct Outcome {
 }
 
 const HOSTS: [&str; 2] = ["A", "B"];
+/// The simulated link's rate (LinkSpec's default 1250 bytes a microsecond), which DCQCN starts
+/// from and returns to.
+const LINE_RATE_MBPS: f64 = 10_000.0;
 const RW: Access = Access::LOCAL_WRITE
     .union(Access::REMOTE_WRITE)
     .union(Access::REMOTE_READ)
@@ -189,6 +194,12 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
     };
     let mut p = Pair::with(QpType::Rc, settings, o.seed, link, [o.first_psn, 0x500]);
     p.sim.capture = true;
+    for h in &mut p.sim.hosts {
+        h.engine.set_dcqcn(softrnic_emu_core::Dcqcn {
+            line_rate_mbps: LINE_RATE_MBPS,
+            ..Default::default()
+        });
+    }
     let (drops, twice) = (o.drop.clone(), o.twice.clone());
     let mut picker = Picker::default();
     p.sim.hook = Some(Box::new(move |s: &Sent| {
@@ -280,6 +291,7 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
     p.sim.run_idle(1_000_000)?;
 
     let completions = [p.poll(0), p.poll(1)];
+    let rates = [0, 1].map(|h| p.sim.hosts[h].engine.qp_rate(p.qp[h]));
     let counters = [p.counters(0), p.counters(1)];
     let (data_ok, data) = check_data(&p, o, (dst, rbuf, rdst, ctr));
     let frames: Vec<CapturedFrame> = p
@@ -307,6 +319,7 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
         trace: p.sim.trace.clone(),
         completions,
         counters,
+        rates,
         data_ok,
         data,
     })
@@ -470,8 +483,9 @@ learns. A's extra ACK acknowledges nothing new.",
         explain: "A sends ECN-capable packets (ECT(0)). A congested switch marks the SEND's three \
 packets Congestion Experienced instead of dropping them. B's notification point answers with a CNP \
 to A's QP: it goes from the receiver of the marked packets back to their sender, at most one per \
-QP every 4 µs, so three marks close together give one CNP (RoCEv2, Annex A17.9.3). A sender with \
-DCQCN would slow down; softrnic counts the CNP (rp_cnp_ignored) and goes on.",
+QP every 4 µs, so three marks close together give one CNP (RoCEv2, Annex A17.9.3). A's reaction \
+point (DCQCN) halves its rate and paces what it sends next; the rate climbs back as it sends \
+unmarked.",
     },
     Lesson {
         name: "psn-wrap",
@@ -570,6 +584,15 @@ pub fn report(o: &Outcome, intro: Option<&Lesson>) -> String {
         }
     }
     let _ = writeln!(out, "Data: {}", o.data);
+    for (h, r) in o.rates.iter().enumerate() {
+        if let Some(r) = r {
+            let _ = writeln!(
+                out,
+                "Rate: {}'s QP is held to {r:.0} Mb/s by DCQCN (line rate {LINE_RATE_MBPS:.0})",
+                HOSTS[h]
+            );
+        }
+    }
     let _ = writeln!(out, "Counters that moved:");
     for (h, c) in o.counters.iter().enumerate() {
         let moved: Vec<String> = c

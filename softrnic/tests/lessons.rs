@@ -180,7 +180,12 @@ fn each_lesson_shows_its_rule() {
     assert!(n.contains("answers the CE marks from frame 1 on"), "{n}");
     let np = &cnp.counters[1];
     assert_eq!((np.np_ecn_marked_roce_packets, np.np_cnp_sent), (3, 1));
-    assert_eq!(cnp.counters[0].rp_cnp_ignored, 1);
+    assert_eq!(cnp.counters[0].rp_cnp_handled, 1);
+    let rate = cnp.rates[0].expect("A is held to a rate");
+    assert!(
+        rate > 4_000.0 && rate < 6_000.0,
+        "about half the line rate: {rate}"
+    );
 
     let wrap = run("psn-wrap");
     let psns: Vec<u32> = sent_packets(&wrap.analysis)

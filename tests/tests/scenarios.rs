@@ -872,7 +872,7 @@ fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
     assert_eq!(cnp.ip.addrs().1, p.sim.hosts[0].gid.to_ip().into());
     let (c0, c1) = (p.counters(0), p.counters(1));
     assert_eq!((c1.np_ecn_marked_roce_packets, c1.np_cnp_sent), (3, 1));
-    assert_eq!(c0.rp_cnp_ignored, 1);
+    assert_eq!((c0.rp_cnp_handled, c0.rp_cnp_ignored), (1, 0));
     assert_eq!(p.wcs(1), [(7, WcStatus::Success, WcOpcode::Recv, 3000)]);
     // Later than the interval, a marked packet gets a CNP of its own.
     let later = p.sim.now + 10_000;
@@ -891,6 +891,67 @@ fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
     q.send(1, SendOp::Send, sge(src, 8, lkey));
     q.run();
     assert_eq!(q.counters(1).np_ecn_marked_roce_packets, 0);
+}
+
+/// DCQCN's reaction point: a sender whose packets are marked CE cuts its rate when the CNPs
+/// come and paces its packets to it, so the same transfer over the same 10 Gb/s link takes
+/// longer than with DCQCN off; every byte still lands, and once the marks stop the rate
+/// recovers to the line rate and the limiter goes.
+#[test]
+fn cnps_slow_the_sender_down_and_its_rate_recovers() {
+    let run = |enabled: bool| {
+        let settings = Settings {
+            traffic_class: 2,
+            ..Settings::default()
+        };
+        let mut p = Pair::new(QpType::Rc, settings);
+        let dcqcn = softrnic_emu_core::Dcqcn {
+            enabled,
+            line_rate_mbps: 10_000.0, // the simulated link's
+            ..softrnic_emu_core::Dcqcn::default()
+        };
+        p.sim.hosts[0].engine.set_dcqcn(dcqcn);
+        // A congested switch marks A's first 600 packets.
+        let mut marked = 0;
+        p.sim.congested = Some(Box::new(move |s| {
+            marked += usize::from(s.from == 0);
+            s.from == 0 && marked <= 600
+        }));
+        let len = 1 << 20;
+        let (src, lkey) = p.buf(0, len, 0x3c, RW);
+        let (dst, rkey) = p.buf(1, len, 0, RW);
+        p.send(
+            1,
+            SendOp::Write(Remote { addr: dst, rkey }),
+            sge(src, len, lkey),
+        );
+        p.run();
+        assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaWrite, 0)]);
+        assert_eq!(p.bytes(1, dst, len), vec![0x3c; len]);
+        let (now, rate) = (p.sim.now, p.sim.hosts[0].engine.qp_rate(p.qp[0]));
+        assert_eq!(rate.is_some(), enabled, "held to a rate: {rate:?}");
+        if enabled {
+            assert!(rate < Some(10_000.0));
+            // Unmarked, the next transfer brings the rate back up, and the limiter goes.
+            p.send(
+                2,
+                SendOp::Write(Remote { addr: dst, rkey }),
+                sge(src, len, lkey),
+            );
+            p.run();
+            assert_eq!(p.sim.hosts[0].engine.qp_rate(p.qp[0]), None);
+        }
+        (now, p.counters(0), p.counters(1))
+    };
+    let (fast, c0, c1) = run(false);
+    assert!(c1.np_cnp_sent > 1);
+    assert_eq!((c0.rp_cnp_handled, c0.rp_cnp_ignored), (0, c1.np_cnp_sent));
+    let (slow, c0, c1) = run(true);
+    assert_eq!(c0.rp_cnp_handled, c1.np_cnp_sent);
+    assert!(
+        slow > fast * 11 / 10,
+        "with DCQCN {slow} ns, without {fast} ns"
+    );
 }
 
 #[test]

@@ -26,6 +26,7 @@ use crate::notification;
 use crate::psn;
 use crate::qp::{Qp, Shared};
 use crate::qp_attr::{QpState, QpType};
+use crate::reaction::{Dcqcn, Limiter};
 use crate::requester;
 use crate::responder;
 use crate::rng::Rng;
@@ -137,6 +138,7 @@ impl<M: Memory> Engine<M> {
                 port_mtu: port.active_mtu,
                 timers: Timers::default(),
                 icrc: Icrc::Compute,
+                dcqcn: Dcqcn::default(),
             },
             pds: Slab::default(),
             xrcds: Slab::default(),
@@ -196,6 +198,21 @@ impl<M: Memory> Engine<M> {
     /// [`handle_trusted_packet`](Self::handle_trusted_packet)) may skip the work.
     pub fn set_icrc(&mut self, icrc: Icrc) {
         self.sh.icrc = icrc;
+    }
+
+    /// DCQCN's parameters for the device's QPs (mlx5's defaults until set).
+    pub fn set_dcqcn(&mut self, dcqcn: Dcqcn) {
+        self.sh.dcqcn = dcqcn;
+    }
+
+    /// The device's DCQCN parameters.
+    pub fn dcqcn(&self) -> &Dcqcn {
+        &self.sh.dcqcn
+    }
+
+    /// The rate QP `qpn` is held to since a CNP, in Mb/s; `None` while it is not limited.
+    pub fn qp_rate(&self, qpn: u32) -> Option<f64> {
+        self.qps.get(&qpn)?.rp.as_ref().map(|l| l.current)
     }
 
     /// Changes the device's MAC (its interface's changed, as in a bond's failover): frames
@@ -347,7 +364,21 @@ impl<M: Memory> Engine<M> {
         }
         let info = pkt.repr.bth.opcode.info();
         if info.transport == Transport::Cnp {
-            self.sh.counters.rp_cnp_ignored += 1;
+            // A CNP from the peer of a QP that sends cuts that QP's rate (DCQCN).
+            let qp = self.qps.get_mut(&pkt.repr.bth.dest_qp).filter(|qp| {
+                qp.attr.ah.is_some_and(|ah| ah.dgid == src)
+                    && !matches!(qp.init.qp_type, QpType::Ud | QpType::XrcRecv)
+            });
+            match qp {
+                Some(qp) if self.sh.dcqcn.enabled => {
+                    let p = &self.sh.dcqcn;
+                    qp.rp
+                        .get_or_insert_with(|| Box::new(Limiter::new(p, now)))
+                        .cnp(p, now);
+                    self.sh.counters.rp_cnp_handled += 1;
+                }
+                _ => self.sh.counters.rp_cnp_ignored += 1,
+            }
             return;
         }
         let qpn = pkt.repr.bth.dest_qp;

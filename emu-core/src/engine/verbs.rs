@@ -402,6 +402,7 @@ impl<M: Memory> Engine<M> {
             comp: Completer::default(),
             resp: Responder::default(),
             np: Default::default(),
+            rp: None,
             path: None,
             udp_src_port,
             queued: false,

@@ -42,6 +42,8 @@ pub(crate) struct Shared<M> {
     pub timers: Timers,
     /// Whether built frames get their ICRC.
     pub icrc: Icrc,
+    /// The reaction point's parameters.
+    pub dcqcn: crate::reaction::Dcqcn,
 }
 
 impl<M> Shared<M> {
@@ -246,6 +248,9 @@ pub(crate) struct Qp {
     pub resp: Responder,
     /// Its notification point: a CNP owed to the peer for a CE-marked packet.
     pub np: crate::notification::Notification,
+    /// Its reaction point: the rate it is held to since a CNP, until it is back at the line
+    /// rate (boxed: most QPs never have one).
+    pub rp: Option<Box<crate::reaction::Limiter>>,
     pub path: Option<Path>,
     pub udp_src_port: u16,
     /// Whether the QP is in the engine's ready list.

@@ -1,0 +1,284 @@
+//! The reaction point of RoCEv2 congestion control: DCQCN (Zhu et al., SIGCOMM 2015), as
+//! ConnectX NICs run it, with their parameter names. A QP that receives a CNP lowers its send
+//! rate and paces its requests to it; the rate climbs back in fast recovery, additive and hyper
+//! increase, driven by a timer and a byte counter. A QP that never got a CNP has no limiter
+//! and pays nothing; one whose rate is back at the line rate drops it.
+//!
+//! Time is an input, as everywhere in the engine: the alpha and rate-increase timers are not
+//! armed but worked out from the elapsed time when the QP next sends or hears a CNP.
+
+use core::time::Duration;
+
+use crate::time::Instant;
+
+/// DCQCN's parameters, per device, named as mlx5 names them (`/sys/class/net/IF/ecn/roce_rp`),
+/// with its defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct Dcqcn {
+    /// Whether QPs react to CNPs at all.
+    pub enabled: bool,
+    /// The rate a QP starts from and returns to, in Mb/s.
+    pub line_rate_mbps: f64,
+    /// `rpg_time_reset`: the rate-increase timer's period.
+    pub time_reset: Duration,
+    /// `rpg_byte_reset`: bytes sent per byte-counter increase event.
+    pub byte_reset: u64,
+    /// `rpg_threshold` (F): increase events of one kind before the next stage.
+    pub threshold: u32,
+    /// `rpg_ai_rate`: the target rate's step in additive increase, Mb/s.
+    pub ai_rate_mbps: f64,
+    /// `rpg_hai_rate`: the target rate's step in hyper increase, Mb/s.
+    pub hai_rate_mbps: f64,
+    /// `rpg_min_dec_fac`: one decrease leaves at least this share of the rate, in percent.
+    pub min_dec_fac: u32,
+    /// `rpg_min_rate`: the rate never goes below this, Mb/s.
+    pub min_rate_mbps: f64,
+    /// `dce_tcp_g`: alpha's averaging weight, out of 1024.
+    pub dce_tcp_g: u32,
+    /// `dce_tcp_rtt`: alpha's update period.
+    pub dce_tcp_rtt: Duration,
+    /// `rate_reduce_monitor_period`: the least time between two decreases.
+    pub rate_reduce_monitor_period: Duration,
+    /// `initial_alpha_value`: alpha at a QP's first CNP, out of 1024.
+    pub initial_alpha: u32,
+    /// `rpg_gd`: a decrease multiplies the rate by 1 - alpha / 2^(gd - 10).
+    pub gd: u32,
+}
+
+impl Default for Dcqcn {
+    /// ConnectX-4 and later's defaults (NVIDIA's DCQCN parameters); the line rate is a 100 Gb/s
+    /// port's.
+    fn default() -> Dcqcn {
+        Dcqcn {
+            enabled: true,
+            line_rate_mbps: 100_000.0,
+            time_reset: Duration::from_micros(300),
+            byte_reset: 32767,
+            threshold: 1,
+            ai_rate_mbps: 5.0,
+            hai_rate_mbps: 50.0,
+            min_dec_fac: 50,
+            min_rate_mbps: 1.0,
+            dce_tcp_g: 1019,
+            dce_tcp_rtt: Duration::from_micros(1),
+            rate_reduce_monitor_period: Duration::from_micros(4),
+            initial_alpha: 1023,
+            gd: 11,
+        }
+    }
+}
+
+/// A QP's rate limiter, from its first CNP until its rate is back at the line rate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Limiter {
+    /// The current rate (DCQCN's RC), Mb/s.
+    pub current: f64,
+    /// The target rate (RT), Mb/s.
+    target: f64,
+    /// Alpha, 0 to 1: how congested the path has looked.
+    alpha: f64,
+    /// When alpha was last updated, and whether a CNP came since.
+    alpha_at: Instant,
+    cnp_since_alpha: bool,
+    /// When the rate was last cut.
+    decreased_at: Option<Instant>,
+    /// Whether the rate went up since the last cut (the target is taken from the current rate
+    /// only then: `clamp_tgt_rate` 0).
+    increased: bool,
+    /// Increase events since the last cut: from the timer (T), from the byte counter (BC).
+    timer_events: u32,
+    byte_events: u32,
+    /// When the increase timer last fired, and the bytes sent since the counter last did.
+    timer_at: Instant,
+    bytes: u64,
+    /// When the next packet may leave.
+    pub next_send: Instant,
+}
+
+/// Alpha after `periods` update periods without a CNP: α ← (g/1024)·α each.
+fn decayed(alpha: f64, g: u32, periods: u64) -> f64 {
+    alpha * (f64::from(g) / 1024.0).powi(periods.min(i32::MAX as u64) as i32)
+}
+
+impl Limiter {
+    /// A QP's first CNP: alpha starts at its initial value, the rates at the line rate, and the
+    /// first cut follows.
+    pub fn new(p: &Dcqcn, now: Instant) -> Limiter {
+        Limiter {
+            current: p.line_rate_mbps,
+            target: p.line_rate_mbps,
+            alpha: f64::from(p.initial_alpha) / 1024.0,
+            alpha_at: now,
+            cnp_since_alpha: false,
+            decreased_at: None,
+            increased: true,
+            timer_events: 0,
+            byte_events: 0,
+            timer_at: now,
+            bytes: 0,
+            next_send: now,
+        }
+    }
+
+    /// Brings alpha and the increase timer up to `now`.
+    fn advance(&mut self, p: &Dcqcn, now: Instant) {
+        let period = p.dce_tcp_rtt.as_nanos().max(1) as u64;
+        let periods = now.saturating_since(self.alpha_at).as_nanos() as u64 / period;
+        if periods > 0 {
+            // The first period ending now saw the CNPs since the last update, if any:
+            // α ← (g/1024)·α + (1 - g/1024); the rest saw none.
+            let g = f64::from(p.dce_tcp_g) / 1024.0;
+            if self.cnp_since_alpha {
+                self.alpha = g * self.alpha + (1.0 - g);
+                self.alpha = decayed(self.alpha, p.dce_tcp_g, periods - 1);
+            } else {
+                self.alpha = decayed(self.alpha, p.dce_tcp_g, periods);
+            }
+            self.cnp_since_alpha = false;
+            self.alpha_at = self.alpha_at + Duration::from_nanos(periods * period);
+        }
+        let reset = p.time_reset.as_nanos().max(1) as u64;
+        let fired = now.saturating_since(self.timer_at).as_nanos() as u64 / reset;
+        for _ in 0..fired.min(64) {
+            self.timer_events += 1;
+            self.increase(p);
+        }
+        if fired > 0 {
+            self.timer_at = self.timer_at + Duration::from_nanos(fired * reset);
+        }
+    }
+
+    /// One increase event: fast recovery while both counters are below the threshold,
+    /// additive increase once one reaches it, hyper increase once both pass it.
+    fn increase(&mut self, p: &Dcqcn) {
+        let f = p.threshold;
+        if self.timer_events > f && self.byte_events > f {
+            self.target += p.hai_rate_mbps;
+        } else if self.timer_events >= f || self.byte_events >= f {
+            self.target += p.ai_rate_mbps;
+        }
+        self.target = self.target.min(p.line_rate_mbps);
+        self.current = ((self.target + self.current) / 2.0).min(p.line_rate_mbps);
+        self.increased = true;
+    }
+
+    /// A CNP at `now`: the rate is cut, at most once per monitor period.
+    pub fn cnp(&mut self, p: &Dcqcn, now: Instant) {
+        self.advance(p, now);
+        self.cnp_since_alpha = true;
+        if self
+            .decreased_at
+            .is_some_and(|t| now.saturating_since(t) < p.rate_reduce_monitor_period)
+        {
+            return;
+        }
+        if self.increased {
+            self.target = self.current;
+        }
+        let cut = self.alpha * 1024.0 / f64::from(1u32 << p.gd.min(20));
+        let floor = self.current * f64::from(p.min_dec_fac.min(100)) / 100.0;
+        self.current = (self.current * (1.0 - cut)).max(floor).max(p.min_rate_mbps);
+        self.decreased_at = Some(now);
+        self.increased = false;
+        self.timer_events = 0;
+        self.byte_events = 0;
+        self.timer_at = now;
+        self.bytes = 0;
+    }
+
+    /// A packet of `bytes` left at `now`: the byte counter counts it, and the next may leave
+    /// once it has had its time at the current rate. Returns whether the QP is back at the line
+    /// rate, so that the limiter can go.
+    pub fn sent(&mut self, p: &Dcqcn, now: Instant, bytes: usize) -> bool {
+        self.advance(p, now);
+        self.bytes += bytes as u64;
+        while self.bytes >= p.byte_reset.max(1) {
+            self.bytes -= p.byte_reset.max(1);
+            self.byte_events += 1;
+            self.increase(p);
+        }
+        let ns = bytes as f64 * 8000.0 / self.current.max(p.min_rate_mbps.max(0.001));
+        self.next_send = self.next_send.max(now) + Duration::from_nanos(ns as u64);
+        // Halving the distance to the line rate gets within a millionth of it: that is it.
+        self.current >= p.line_rate_mbps * (1.0 - 1e-6)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(us: u64) -> Instant {
+        Instant::from_nanos(us * 1000)
+    }
+
+    #[test]
+    fn a_cnp_halves_the_rate_and_one_per_monitor_period_counts() {
+        let p = Dcqcn::default();
+        let mut l = Limiter::new(&p, at(0));
+        l.cnp(&p, at(0));
+        // alpha 1023/1024 at the first CNP: the rate times 1 - alpha/2.
+        let first = 100_000.0 * (1.0 - 1023.0 / 2048.0);
+        assert!((l.current - first).abs() < 1e-6, "{}", l.current);
+        assert_eq!(l.target, 100_000.0);
+        // Within 4 µs a second CNP cuts nothing.
+        l.cnp(&p, at(2));
+        assert!((l.current - first).abs() < 1e-6);
+        // After the period it cuts again, by the smaller alpha.
+        l.cnp(&p, at(10));
+        assert!(
+            l.current < first && l.current >= first / 2.0,
+            "{}",
+            l.current
+        );
+    }
+
+    #[test]
+    fn the_rate_recovers_to_the_line_rate_and_the_limiter_goes() {
+        let p = Dcqcn {
+            line_rate_mbps: 10_000.0,
+            ..Dcqcn::default()
+        };
+        let mut l = Limiter::new(&p, at(0));
+        l.cnp(&p, at(0));
+        let cut = l.current;
+        // Fast recovery halves the distance to the target each timer period (300 µs).
+        l.sent(&p, at(300), 100);
+        assert!(l.current > cut && l.current < p.line_rate_mbps);
+        let mut t = 300;
+        let mut back = false;
+        while !back && t < 1_000_000 {
+            t += 300;
+            back = l.sent(&p, at(t), 4096);
+        }
+        assert!(back, "back at the line rate at {t} µs: {}", l.current);
+    }
+
+    #[test]
+    fn packets_are_paced_at_the_current_rate() {
+        let p = Dcqcn {
+            line_rate_mbps: 8_000.0,
+            ..Dcqcn::default()
+        };
+        let mut l = Limiter::new(&p, at(0));
+        l.cnp(&p, at(0));
+        // About 4000 Mb/s: 1000 bytes take about 2 µs.
+        let ns = (1000.0 * 8000.0 / l.current) as u64;
+        l.sent(&p, at(0), 1000);
+        assert_eq!(l.next_send, Instant::from_nanos(ns));
+        assert!(ns.abs_diff(2000) < 5);
+        // One sent before its time leaves the next its full time after.
+        l.sent(&p, at(1), 1000);
+        assert_eq!(l.next_send, Instant::from_nanos(2 * ns));
+    }
+
+    #[test]
+    fn alpha_decays_without_cnps() {
+        let p = Dcqcn::default();
+        let mut l = Limiter::new(&p, at(0));
+        let a0 = l.alpha;
+        l.advance(&p, at(100));
+        assert!((l.alpha - a0 * (1019.0f64 / 1024.0).powi(100)).abs() < 1e-9);
+    }
+}
