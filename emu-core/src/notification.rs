@@ -32,7 +32,7 @@ pub(crate) fn congestion_experienced(ecn: u8) -> bool {
 /// A CE-marked packet reached `qp` at `now`: a CNP is due unless one went too recently.
 pub(crate) fn marked<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) {
     sh.counters.np_ecn_marked_roce_packets += 1;
-    let n = &mut qp.np;
+    let n = qp.np.get_or_insert_with(Box::default);
     if n.last
         .is_none_or(|t| now.saturating_since(t) >= CNP_INTERVAL)
     {
@@ -48,7 +48,7 @@ pub(crate) fn poll<M: Memory>(
     now: Instant,
     buf: &mut [u8],
 ) -> Option<usize> {
-    if !qp.np.due {
+    if !qp.np.as_ref().is_some_and(|n| n.due) {
         return None;
     }
     let path = qp.path?;
@@ -60,10 +60,10 @@ pub(crate) fn poll<M: Memory>(
         ext: ExtRepr::default(),
     };
     let n = repr.emit_in_place_with(0, buf, sh.icrc).ok()?;
-    qp.np = Notification {
+    qp.np = Some(Box::new(Notification {
         due: false,
         last: Some(now),
-    };
+    }));
     sh.counters.np_cnp_sent += 1;
     sh.counters.sent_pkts += 1;
     Some(n)

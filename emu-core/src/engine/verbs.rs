@@ -401,7 +401,7 @@ impl<M: Memory> Engine<M> {
             req: Requester::default(),
             comp: Completer::default(),
             resp: Responder::default(),
-            np: Default::default(),
+            np: None,
             rp: None,
             path: None,
             udp_src_port,

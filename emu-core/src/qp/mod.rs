@@ -246,8 +246,9 @@ pub(crate) struct Qp {
     pub req: Requester,
     pub comp: Completer,
     pub resp: Responder,
-    /// Its notification point: a CNP owed to the peer for a CE-marked packet.
-    pub np: crate::notification::Notification,
+    /// Its notification point, from its first CE-marked packet: a CNP owed to the peer
+    /// (boxed: most QPs never have one).
+    pub np: Option<Box<crate::notification::Notification>>,
     /// Its reaction point: the rate it is held to since a CNP, until it is back at the line
     /// rate (boxed: most QPs never have one).
     pub rp: Option<Box<crate::reaction::Limiter>>,
