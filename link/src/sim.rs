@@ -245,14 +245,7 @@ impl Sim {
             len: parsed.map_or(0, |p| p.payload().len()),
             fate: Fate::Delivered,
         };
-        if self.capture {
-            self.seen.push(Seen {
-                at: self.now,
-                host: from,
-                outbound: true,
-                frame: frame.clone(),
-            });
-        }
+        self.see(from, true, &frame);
         let f = self.link.faults;
         let partitioned = self
             .partition
@@ -287,6 +280,18 @@ impl Sim {
         }
         if self.record {
             self.trace.push(sent);
+        }
+    }
+
+    /// Records `frame` passing `host`'s port now, when the ports are captured.
+    fn see(&mut self, host: usize, outbound: bool, frame: &[u8]) {
+        if self.capture {
+            self.seen.push(Seen {
+                at: self.now,
+                host,
+                outbound,
+                frame: frame.to_vec(),
+            });
         }
     }
 
@@ -351,14 +356,7 @@ impl Sim {
             .is_some_and(|Reverse((t, ..))| *t <= self.now)
         {
             let Reverse((_, _, to, frame)) = self.in_flight.pop().expect("peeked");
-            if self.capture {
-                self.seen.push(Seen {
-                    at: self.now,
-                    host: to,
-                    outbound: false,
-                    frame: frame.clone(),
-                });
-            }
+            self.see(to, false, &frame);
             arrived[to].push_back(frame);
         }
         // What the hosts send in answer waits for the next step's pump, so that a scenario
