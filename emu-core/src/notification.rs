@@ -5,7 +5,7 @@
 
 use core::time::Duration;
 
-use softrnic_wire::{BthRepr, ExtRepr, FrameRepr};
+use softrnic_wire::{BthRepr, ExtRepr};
 
 use crate::memory::Memory;
 use crate::qp::{Qp, Shared};
@@ -52,13 +52,10 @@ pub(crate) fn poll<M: Memory>(
         return None;
     }
     let path = qp.path?;
-    let repr = FrameRepr {
-        eth: path.eth,
-        ip: path.ip,
-        udp: path.udp,
-        bth: BthRepr::cnp(qp.attr.dest_qp_num, 0xffff),
-        ext: ExtRepr::default(),
-    };
+    let repr = path.frame(
+        BthRepr::cnp(qp.attr.dest_qp_num, 0xffff),
+        ExtRepr::default(),
+    );
     let n = repr.emit_in_place_with(0, buf, sh.icrc).ok()?;
     qp.np = Some(Box::new(Notification {
         due: false,

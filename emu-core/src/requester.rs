@@ -5,8 +5,8 @@
 //! rewinds it (go-back-N) when a packet must be sent again.
 
 use softrnic_wire::{
-    AtomicEthRepr, DethRepr, ExtRepr, FethRepr, FlushLevel, FlushPlacement, FrameRepr, Opcode,
-    Position, RethRepr, With, bth::BthRepr,
+    AtomicEthRepr, DethRepr, ExtRepr, FethRepr, FlushLevel, FlushPlacement, Opcode, Position,
+    RethRepr, With, bth::BthRepr,
 };
 
 use crate::cq::WcStatus;
@@ -309,17 +309,12 @@ fn build<M: Memory>(
     let op = opcode(qp.init.qp_type, &w.wr.op, pos);
     let rc = qp.init.qp_type.is_reliable();
     let ack_req = rc && (ends_message || qp.req.noack >= MAX_PKTS_PER_ACK);
-    let repr = FrameRepr {
-        eth: path.eth,
-        ip: path.ip,
-        udp: path.udp,
-        bth: BthRepr {
-            solicited: ends_message && w.wr.flags.contains(SendFlags::SOLICITED),
-            ack_req,
-            ..BthRepr::new(op, dest_qp, psn)
-        },
-        ext,
+    let bth = BthRepr {
+        solicited: ends_message && w.wr.flags.contains(SendFlags::SOLICITED),
+        ack_req,
+        ..BthRepr::new(op, dest_qp, psn)
     };
+    let repr = path.frame(bth, ext);
     let at = repr.payload_offset();
     let payload = buf
         .get_mut(at..at + payload_len as usize)

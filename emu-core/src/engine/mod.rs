@@ -8,7 +8,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use smoltcp::wire::EthernetAddress;
 use softrnic_wire::mad::{GSI_QKEY, GSI_QPN};
 use softrnic_wire::{
-    BthRepr, DethRepr, Error as WireError, ExtRepr, FrameRepr, Icrc, IpRepr, MULTICAST_QPN, Opcode,
+    BthRepr, DethRepr, Error as WireError, ExtRepr, Icrc, IpRepr, MULTICAST_QPN, Opcode,
     ParsedFrame, Transport, frame,
 };
 
@@ -494,19 +494,14 @@ impl<M: Memory> Engine<M> {
             };
             let psn = self.gsi_psn;
             self.gsi_psn = psn::add(psn, 1);
-            let repr = FrameRepr {
-                eth: path.eth,
-                ip: path.ip,
-                udp: path.udp,
-                bth: BthRepr::new(Opcode::UdSendOnly, GSI_QPN, psn),
-                ext: ExtRepr {
-                    deth: Some(DethRepr {
-                        qkey: GSI_QKEY,
-                        src_qp: GSI_QPN,
-                    }),
-                    ..ExtRepr::default()
-                },
+            let ext = ExtRepr {
+                deth: Some(DethRepr {
+                    qkey: GSI_QKEY,
+                    src_qp: GSI_QPN,
+                }),
+                ..ExtRepr::default()
             };
+            let repr = path.frame(BthRepr::new(Opcode::UdSendOnly, GSI_QPN, psn), ext);
             if let Ok(n) = repr.emit(&o.mad, buf) {
                 self.sh.counters.sent_pkts += 1;
                 return Some(n);

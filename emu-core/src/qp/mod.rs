@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use smoltcp::wire::EthernetAddress;
-use softrnic_wire::{EthRepr, Icrc, IpRepr, UdpChecksum, UdpRepr};
+use softrnic_wire::{BthRepr, EthRepr, ExtRepr, FrameRepr, Icrc, IpRepr, UdpChecksum, UdpRepr};
 
 use crate::ah::AddressHandle;
 use crate::attr::Mtu;
@@ -107,6 +107,19 @@ pub(crate) struct Path {
     pub eth: EthRepr,
     pub ip: IpRepr,
     pub udp: UdpRepr,
+}
+
+impl Path {
+    /// A frame on this path with these transport headers.
+    pub fn frame(&self, bth: BthRepr, ext: ExtRepr) -> FrameRepr {
+        FrameRepr {
+            eth: self.eth,
+            ip: self.ip,
+            udp: self.udp,
+            bth,
+            ext,
+        }
+    }
 }
 
 /// The PD and CQs of an XRC target QP, which has none of its own: each request it takes

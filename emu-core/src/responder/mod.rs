@@ -8,8 +8,8 @@
 //! the receive WQE, if one is held, completes with. UC and UD drop what RC would NAK.
 
 use softrnic_wire::{
-    AethRepr, AtomicAckEthRepr, CreditCount, ExtRepr, FrameRepr, NakCode, Opcode, Operation,
-    ParsedFrame, Position, Syndrome, With, bth::BthRepr,
+    AethRepr, AtomicAckEthRepr, CreditCount, ExtRepr, NakCode, Opcode, Operation, ParsedFrame,
+    Position, Syndrome, With, bth::BthRepr,
 };
 
 use crate::cq::WcStatus;
@@ -116,13 +116,7 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
             (opcode, psn, n, last)
         }
     };
-    let repr = FrameRepr {
-        eth: path.eth,
-        ip: path.ip,
-        udp: path.udp,
-        bth: BthRepr::new(opcode, qp.attr.dest_qp_num, psn),
-        ext,
-    };
+    let repr = path.frame(BthRepr::new(opcode, qp.attr.dest_qp_num, psn), ext);
     if let Response::Read { rkey, va, .. } = *front
         && payload_len > 0
     {
