@@ -285,6 +285,33 @@ impl Talk {
         self.msn += 1;
     }
 
+    /// The four SENDs, their last packets of `lens` bytes: of three packets, of two with
+    /// immediate data, of one, of one with immediate data.
+    fn sends(&mut self, lens: [usize; 4]) {
+        use Opcode::*;
+        self.message(&[RcSendFirst, RcSendMiddle, RcSendLast], lens[0], "");
+        self.message(
+            &[RcSendFirst, RcSendLastImm],
+            lens[1],
+            "of a SEND with immediate",
+        );
+        self.message(&[RcSendOnly], lens[2], "");
+        self.message(&[RcSendOnlyImm], lens[3], "");
+    }
+
+    /// The same four shapes of RDMA WRITE.
+    fn writes(&mut self, lens: [usize; 4]) {
+        use Opcode::*;
+        self.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], lens[0], "");
+        self.message(
+            &[RcWriteFirst, RcWriteLastImm],
+            lens[1],
+            "of a WRITE with immediate",
+        );
+        self.message(&[RcWriteOnly], lens[2], "");
+        self.message(&[RcWriteOnlyImm], lens[3], "");
+    }
+
     /// B's ACK of everything so far: the PSN of the last packet it acknowledges, and its MSN.
     fn ack(&mut self, context: &str) {
         let last = self.psn.wrapping_sub(1) & 0xff_ffff;
@@ -357,23 +384,9 @@ fn set_aeth(s: &mut Sample, syndrome: Syndrome, msn: u32) {
 fn rc_talk(version: Ip) -> Vec<Sample> {
     use Opcode::*;
     let mut t = Talk::new(version, 0, (QP_A, QP_B), 0x100);
-    t.message(&[RcSendFirst, RcSendMiddle, RcSendLast], 88, "");
-    t.message(
-        &[RcSendFirst, RcSendLastImm],
-        16,
-        "of a SEND with immediate",
-    );
-    t.message(&[RcSendOnly], 17, "");
-    t.message(&[RcSendOnlyImm], 18, "");
+    t.sends([88, 16, 17, 18]);
     t.ack("");
-    t.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], 21, "");
-    t.message(
-        &[RcWriteFirst, RcWriteLastImm],
-        22,
-        "of a WRITE with immediate",
-    );
-    t.message(&[RcWriteOnly], 23, "");
-    t.message(&[RcWriteOnlyImm], 24, "");
+    t.writes([21, 22, 23, 24]);
     t.ack("of the WRITEs");
     t.read(29, "");
     t.read(600, "of 600 bytes");
@@ -401,24 +414,9 @@ fn rc_talk(version: Ip) -> Vec<Sample> {
 
 /// UC on its own QP pair: the same SENDs and WRITEs, unacknowledged.
 fn uc_talk(version: Ip) -> Vec<Sample> {
-    use Opcode::*;
     let mut t = Talk::new(version, 0x20, (0x21, 0x22), 0x200);
-    t.message(&[RcSendFirst, RcSendMiddle, RcSendLast], 40, "");
-    t.message(
-        &[RcSendFirst, RcSendLastImm],
-        41,
-        "of a SEND with immediate",
-    );
-    t.message(&[RcSendOnly], 42, "");
-    t.message(&[RcSendOnlyImm], 43, "");
-    t.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], 44, "");
-    t.message(
-        &[RcWriteFirst, RcWriteLastImm],
-        45,
-        "of a WRITE with immediate",
-    );
-    t.message(&[RcWriteOnly], 46, "");
-    t.message(&[RcWriteOnlyImm], 47, "");
+    t.sends([40, 41, 42, 43]);
+    t.writes([44, 45, 46, 47]);
     t.frames
 }
 
@@ -426,22 +424,8 @@ fn uc_talk(version: Ip) -> Vec<Sample> {
 fn xrc_talk(version: Ip) -> Vec<Sample> {
     use Opcode::*;
     let mut t = Talk::new(version, 0xa0, (0x41, 0x42), 0x400);
-    t.message(&[RcSendFirst, RcSendMiddle, RcSendLast], 50, "");
-    t.message(
-        &[RcSendFirst, RcSendLastImm],
-        51,
-        "of a SEND with immediate",
-    );
-    t.message(&[RcSendOnly], 52, "");
-    t.message(&[RcSendOnlyImm], 53, "");
-    t.message(&[RcWriteFirst, RcWriteMiddle, RcWriteLast], 54, "");
-    t.message(
-        &[RcWriteFirst, RcWriteLastImm],
-        55,
-        "of a WRITE with immediate",
-    );
-    t.message(&[RcWriteOnly], 56, "");
-    t.message(&[RcWriteOnlyImm], 57, "");
+    t.sends([50, 51, 52, 53]);
+    t.writes([54, 55, 56, 57]);
     t.message(
         &[RcSendFirst, RcSendLastInv],
         58,
