@@ -337,8 +337,6 @@ fn annotate(a: &mut Analysis) -> Peers {
     let mut answers: HashMap<FlowKey, FlowKey> = HashMap::new();
     // Each response flow's responses by (opcode, PSN), with the first frame of each.
     let mut sent_before: HashMap<FlowKey, HashMap<(u8, u32), usize>> = HashMap::new();
-    let rkey_of =
-        |p: &Packet, r: &softrnic_wire::FrameRepr| (p.src.clone(), p.dst.clone(), r.bth.dest_qp);
     // CE-marked packets not yet answered by a CNP: (from, to) -> frame.
     let mut marked: HashMap<(String, String), usize> = HashMap::new();
     for i in 0..a.packets.len() {
@@ -430,7 +428,7 @@ fn annotate(a: &mut Analysis) -> Peers {
                 else {
                     continue;
                 };
-                answers.insert(rkey, k.clone());
+                answers.insert(rkey.clone(), k.clone());
                 k
             }
         };
@@ -438,9 +436,7 @@ fn annotate(a: &mut Analysis) -> Peers {
             continue;
         };
         // A response the responder sent before: it answers a duplicate request again.
-        let again = sent_before
-            .entry(rkey_of(&a.packets[i], &repr))
-            .or_default();
+        let again = sent_before.entry(rkey).or_default();
         let first = *again
             .entry((repr.bth.opcode as u8, psn))
             .or_insert(a.packets[i].number);
