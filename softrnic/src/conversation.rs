@@ -577,10 +577,7 @@ fn response(
     // Requests a READ still lacks responses to, before this PSN: implied NAKs (9.9.2.1).
     let implied = |flow: &Flow, psn: u32| -> Option<(usize, u32)> {
         flow.outstanding.iter().find_map(|o| {
-            (o.op == Operation::RdmaReadRequest
-                && !o.done
-                && psn_diff(psn, o.last) > 0
-                && psn_diff(o.next_response, o.first) >= 0)
+            (o.op == Operation::RdmaReadRequest && !o.done && psn_diff(psn, o.last) > 0)
                 .then_some((o.packet, o.next_response))
         })
     };
