@@ -3,8 +3,8 @@
 //! responder (first PSN 0x500 for its own requests).
 
 use softrnic_emu_core::{
-    Access, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SL_ROCE_V2_IPV4, SendFlags, SendOp,
-    SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
+    Access, AttrMask, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SL_ROCE_V2_IPV4,
+    SendFlags, SendOp, SendWr, Sge, Wc, WcFlags, WcOpcode, WcStatus,
 };
 use softrnic_tests::sim::{LinkSpec, Pair, Settings, Sim};
 use softrnic_wire::{AethRepr, CreditCount, ExtRepr, Opcode, RethRepr, Syndrome, bth::BthRepr};
@@ -899,7 +899,7 @@ fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
 /// recovers to the line rate and the limiter goes.
 #[test]
 fn cnps_slow_the_sender_down_and_its_rate_recovers() {
-    let run = |enabled: bool| {
+    let run = |enabled: bool, reset: bool| {
         let settings = Settings {
             traffic_class: 2,
             ..Settings::default()
@@ -932,6 +932,22 @@ fn cnps_slow_the_sender_down_and_its_rate_recovers() {
         assert_eq!(rate.is_some(), enabled, "held to a rate: {rate:?}");
         if enabled {
             assert!(rate < Some(10_000.0));
+            if reset {
+                let a = QpAttr {
+                    qp_state: QpState::Reset,
+                    ..QpAttr::default()
+                };
+                p.sim.hosts[0]
+                    .engine
+                    .modify_qp(p.qp[0], &a, AttrMask::STATE)
+                    .unwrap();
+                assert_eq!(
+                    p.sim.hosts[0].engine.qp_rate(p.qp[0]),
+                    None,
+                    "a reset QP starts unlimited"
+                );
+                return (now, p.counters(0), p.counters(1));
+            }
             // Unmarked, the next transfer brings the rate back up, and the limiter goes.
             p.send(
                 2,
@@ -943,10 +959,11 @@ fn cnps_slow_the_sender_down_and_its_rate_recovers() {
         }
         (now, p.counters(0), p.counters(1))
     };
-    let (fast, c0, c1) = run(false);
+    let (fast, c0, c1) = run(false, false);
     assert!(c1.np_cnp_sent > 1);
     assert_eq!((c0.rp_cnp_handled, c0.rp_cnp_ignored), (0, c1.np_cnp_sent));
-    let (slow, c0, c1) = run(true);
+    let (slow, c0, c1) = run(true, false);
+    run(true, true);
     assert_eq!(c0.rp_cnp_handled, c1.np_cnp_sent);
     assert!(
         slow > fast * 11 / 10,

@@ -521,6 +521,8 @@ impl<M: Memory> Engine<M> {
                 qp.req = Requester::default();
                 qp.comp = Completer::default();
                 self.sh.timers.stop_all(qpn);
+                // The next connection starts unlimited, with no CNP owed.
+                (qp.np, qp.rp) = (None, None);
                 qp.established = false;
                 qp.state = QpState::Reset;
                 for cq in [qp.init.send_cq, qp.init.recv_cq] {
