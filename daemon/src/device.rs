@@ -188,7 +188,7 @@ impl Device {
         let mut next = |buf: &mut [u8]| -> Option<(usize, bool)> {
             let n = match which {
                 Outgoing::All => engine.poll_transmit(out.now, buf),
-                Outgoing::Responses => engine.poll_response(buf),
+                Outgoing::Responses => engine.poll_response(out.now, buf),
             }?;
             let frame = &buf[..n];
             if out.capturing {

@@ -9,15 +9,46 @@
 
 use core::time::Duration;
 
+use crate::qp::{Qp, Shared};
 use crate::time::Instant;
+use crate::timers::Timer;
 
-/// DCQCN's parameters, per device, named as mlx5 names them (`/sys/class/net/IF/ecn/roce_rp`),
-/// with its defaults.
+/// Whether `qp`, held to a rate since a CNP, must wait before its next data packet (a request,
+/// or a READ response: the QP is the data's sender either way); if so its pace timer wakes it.
+pub(crate) fn held<M>(qp: &Qp, sh: &mut Shared<M>, now: Instant) -> bool {
+    match &qp.rp {
+        Some(l) if now < l.next_send => {
+            sh.timers.arm_if_idle(qp.qpn, Timer::Pace, l.next_send);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// A data packet of `bytes` left `qp` at `now`: its limiter counts it, and goes once the rate
+/// is back at the line rate.
+pub(crate) fn sent<M>(qp: &mut Qp, sh: &Shared<M>, now: Instant, bytes: usize) {
+    if let Some(l) = qp.rp.as_mut()
+        && l.sent(&sh.dcqcn, now, bytes)
+    {
+        qp.rp = None;
+    }
+}
+
+/// DCQCN's parameters, per device, named as mlx5 names them (`/sys/class/net/IF/ecn/roce_np`
+/// and `roce_rp`), with its defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Dcqcn {
-    /// Whether QPs react to CNPs at all.
-    pub enabled: bool,
+    /// `roce_np/enable`: whether CE-marked packets are answered with CNPs.
+    pub np_enabled: bool,
+    /// `roce_np/cnp_dscp`: the DSCP of the CNPs sent.
+    pub cnp_dscp: u8,
+    /// `roce_np/min_time_between_cnps`: the least time between two CNPs of one QP.
+    pub min_time_between_cnps: Duration,
+    /// `roce_rp/enable`: whether QPs react to CNPs at all. A QP that does sends its packets
+    /// ECN-capable (ECT(0)), so that a congested switch marks them instead of dropping them.
+    pub rp_enabled: bool,
     /// The rate a QP starts from and returns to, in Mb/s.
     pub line_rate_mbps: f64,
     /// `rpg_time_reset`: the rate-increase timer's period.
@@ -51,7 +82,10 @@ impl Default for Dcqcn {
     /// port's.
     fn default() -> Dcqcn {
         Dcqcn {
-            enabled: true,
+            np_enabled: true,
+            cnp_dscp: 48,
+            min_time_between_cnps: Duration::from_micros(4),
+            rp_enabled: true,
             line_rate_mbps: 100_000.0,
             time_reset: Duration::from_micros(300),
             byte_reset: 32767,
@@ -140,7 +174,12 @@ impl Limiter {
         }
         let reset = p.time_reset.as_nanos().max(1) as u64;
         let fired = now.saturating_since(self.timer_at).as_nanos() as u64 / reset;
-        for _ in 0..fired.min(64) {
+        // Every period the timer fired while the QP was idle counts; once the rate is back at
+        // the line rate the rest change nothing.
+        for _ in 0..fired {
+            if self.recovered(p) {
+                break;
+            }
             self.timer_events += 1;
             self.increase(p);
         }
@@ -200,7 +239,12 @@ impl Limiter {
         }
         let ns = bytes as f64 * 8000.0 / self.current.max(p.min_rate_mbps.max(0.001));
         self.next_send = self.next_send.max(now) + Duration::from_nanos(ns as u64);
-        // Halving the distance to the line rate gets within a millionth of it: that is it.
+        self.recovered(p)
+    }
+
+    /// Whether the rate is back at the line rate: halving the distance to it gets within a
+    /// millionth of it, and that is it.
+    fn recovered(&self, p: &Dcqcn) -> bool {
         self.current >= p.line_rate_mbps * (1.0 - 1e-6)
     }
 }

@@ -16,6 +16,7 @@ use crate::psn;
 use crate::qp::{Directive, Qp, Shared};
 use crate::qp_attr::QpState;
 use crate::qp_attr::QpType;
+use crate::reaction;
 use crate::time::Instant;
 use crate::timers::Timer;
 use crate::wr::{SendFlags, SendOp};
@@ -103,10 +104,7 @@ pub(crate) fn poll<M: Memory>(
         sh.timers.stop(qp.qpn, Timer::RnrWait);
     }
     // DCQCN: a QP held to a rate sends its next packet when the last has had its time.
-    if let Some(l) = &qp.rp
-        && now < l.next_send
-    {
-        sh.timers.arm_if_idle(qp.qpn, Timer::Pace, l.next_send);
+    if reaction::held(qp, sh, now) {
         return None;
     }
     loop {
@@ -155,11 +153,7 @@ pub(crate) fn poll<M: Memory>(
         }
         return match build(qp, sh, now, buf) {
             Ok(n) => {
-                if let Some(l) = qp.rp.as_mut()
-                    && l.sent(&sh.dcqcn, now, n)
-                {
-                    qp.rp = None;
-                }
+                reaction::sent(qp, sh, now, n);
                 Some(n)
             }
             Err(status) => {

@@ -345,7 +345,18 @@ impl Sim {
             .map(Instant::as_nanos)
             .min();
         let alarm = self.alarm.filter(|&t| t > self.now);
-        let Some(t) = [next_frame, next_timer, alarm].into_iter().flatten().min() else {
+        // A port that is sending wakes its host when it is free again.
+        let next_free = self
+            .port_free_at
+            .iter()
+            .copied()
+            .filter(|&t| t > self.now)
+            .min();
+        let Some(t) = [next_frame, next_timer, alarm, next_free]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             return false;
         };
         self.now = self.now.max(t);
@@ -486,6 +497,11 @@ struct Port<'a> {
 
 impl Link for Port<'_> {
     fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
+        // A NIC takes its next frame from its queues when the wire is free: a QP paced to a
+        // rate, or a newer response, goes ahead of frames not yet built.
+        if self.sim.port_free_at[self.from] > self.sim.now {
+            return false;
+        }
         let Some(n) = fill(&mut self.sim.buf) else {
             return false;
         };

@@ -712,7 +712,7 @@ mod tests {
         dissect_frames(&frames, show, &mut out).unwrap();
         let full = String::from_utf8(out).unwrap();
         assert!(
-            full.contains("Frame 2 at 0.000000 s, 1082 bytes, A out\n  >> lost"),
+            full.contains("Frame 2 at 0.000001 s, 1082 bytes, A out\n  >> lost"),
             "{full}"
         );
         assert!(

@@ -832,11 +832,7 @@ fn ud_datagrams_with_a_wrong_qkey_are_dropped_and_counted() {
 /// marks change nothing else: the data lands and is acknowledged as usual.
 #[test]
 fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
-    let settings = Settings {
-        traffic_class: 2, // ECT(0): a congested switch may mark it
-        ..Settings::default()
-    };
-    let mut p = Pair::new(QpType::Rc, settings);
+    let mut p = Pair::rc();
     p.sim.capture = true;
     p.sim.congested = Some(Box::new(|s| s.from == 0));
     let (src, lkey) = p.buf(0, 3000, 0x5a, RW);
@@ -870,6 +866,12 @@ fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
         .repr;
     assert_eq!((cnp.bth.dest_qp, cnp.bth.becn), (p.qp[0], true));
     assert_eq!(cnp.ip.addrs().1, p.sim.hosts[0].gid.to_ip().into());
+    // Requests leave ECN-capable, ECT(0); the CNP with mlx5's CNP DSCP, 48, not ECN-capable.
+    let first = softrnic_wire::frame::parse(&p.sim.seen[0].frame)
+        .unwrap()
+        .repr;
+    assert_eq!((first.ip.dscp(), first.ip.ecn()), (0, 2));
+    assert_eq!((cnp.ip.dscp(), cnp.ip.ecn()), (48, 0));
     let (c0, c1) = (p.counters(0), p.counters(1));
     assert_eq!((c1.np_ecn_marked_roce_packets, c1.np_cnp_sent), (3, 1));
     assert_eq!((c0.rp_cnp_handled, c0.rp_cnp_ignored), (1, 0));
@@ -882,8 +884,13 @@ fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
     p.run();
     assert_eq!(p.counters(1).np_cnp_sent, 2);
     assert_eq!(p.bytes(1, dst + 3000, 3000), vec![0x5a; 3000]);
-    // An unmarkable (Not-ECT) packet is left alone, as a switch leaves it.
+    // A QP that does not react to CNPs sends Not-ECT packets, which a switch leaves alone.
     let mut q = Pair::rc();
+    let off = softrnic_emu_core::Dcqcn {
+        rp_enabled: false,
+        ..softrnic_emu_core::Dcqcn::default()
+    };
+    q.sim.hosts[0].engine.set_dcqcn(off);
     q.sim.congested = Some(Box::new(|_| true));
     let (src, lkey) = q.buf(0, 8, 1, RW);
     let (dst, rkey) = q.buf(1, 8, 0, RW);
@@ -899,14 +906,14 @@ fn ce_marked_requests_are_answered_with_one_cnp_per_interval() {
 /// recovers to the line rate and the limiter goes.
 #[test]
 fn cnps_slow_the_sender_down_and_its_rate_recovers() {
-    let run = |enabled: bool, reset: bool| {
+    let run = |rp_enabled: bool, reset: bool| {
         let settings = Settings {
             traffic_class: 2,
             ..Settings::default()
         };
         let mut p = Pair::new(QpType::Rc, settings);
         let dcqcn = softrnic_emu_core::Dcqcn {
-            enabled,
+            rp_enabled,
             line_rate_mbps: 10_000.0, // the simulated link's
             ..softrnic_emu_core::Dcqcn::default()
         };
@@ -929,8 +936,8 @@ fn cnps_slow_the_sender_down_and_its_rate_recovers() {
         assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaWrite, 0)]);
         assert_eq!(p.bytes(1, dst, len), vec![0x3c; len]);
         let (now, rate) = (p.sim.now, p.sim.hosts[0].engine.qp_rate(p.qp[0]));
-        assert_eq!(rate.is_some(), enabled, "held to a rate: {rate:?}");
-        if enabled {
+        assert_eq!(rate.is_some(), rp_enabled, "held to a rate: {rate:?}");
+        if rp_enabled {
             assert!(rate < Some(10_000.0));
             if reset {
                 let a = QpAttr {
@@ -948,14 +955,19 @@ fn cnps_slow_the_sender_down_and_its_rate_recovers() {
                 );
                 return (now, p.counters(0), p.counters(1));
             }
-            // Unmarked, the next transfer brings the rate back up, and the limiter goes.
-            p.send(
-                2,
-                SendOp::Write(Remote { addr: dst, rkey }),
-                sge(src, len, lkey),
-            );
-            p.run();
-            assert_eq!(p.sim.hosts[0].engine.qp_rate(p.qp[0]), None);
+            // Unmarked, the next transfers bring the rate back up (the byte counter's hyper
+            // increase), and the limiter goes.
+            let mut rates = vec![rate.unwrap()];
+            while let Some(r) = p.sim.hosts[0].engine.qp_rate(p.qp[0]) {
+                assert!(rates.len() < 10, "still limited after 10 MiB: {rates:?}");
+                p.send(
+                    2,
+                    SendOp::Write(Remote { addr: dst, rkey }),
+                    sge(src, len, lkey),
+                );
+                p.run();
+                rates.push(r);
+            }
         }
         (now, p.counters(0), p.counters(1))
     };
@@ -965,6 +977,61 @@ fn cnps_slow_the_sender_down_and_its_rate_recovers() {
     let (slow, c0, c1) = run(true, false);
     run(true, true);
     assert_eq!(c0.rp_cnp_handled, c1.np_cnp_sent);
+    assert!(
+        slow > fast * 11 / 10,
+        "with DCQCN {slow} ns, without {fast} ns"
+    );
+}
+
+/// For a READ the responder sends the data: the requester answers marked READ responses with
+/// CNPs to the responder's QP, which paces its responses, so the READ takes longer than with
+/// DCQCN off and still returns every byte.
+#[test]
+fn cnps_pace_a_responders_read_responses() {
+    let run = |rp_enabled: bool| {
+        let settings = Settings {
+            traffic_class: 2, // marked either way
+            ..Settings::default()
+        };
+        let mut p = Pair::new(QpType::Rc, settings);
+        let dcqcn = softrnic_emu_core::Dcqcn {
+            rp_enabled,
+            line_rate_mbps: 10_000.0,
+            ..softrnic_emu_core::Dcqcn::default()
+        };
+        for h in &mut p.sim.hosts {
+            h.engine.set_dcqcn(dcqcn);
+        }
+        p.sim.congested = Some(Box::new(|s| s.from == 1));
+        let len = 1 << 19;
+        let (dst, lkey) = p.buf(0, len, 0, RW);
+        let (src, rkey) = p.buf(1, len, 0x7e, RW);
+        p.send(
+            1,
+            SendOp::Read(Remote { addr: src, rkey }),
+            sge(dst, len, lkey),
+        );
+        p.run();
+        assert_eq!(
+            p.wcs(0),
+            [(1, WcStatus::Success, WcOpcode::RdmaRead, len as u32)]
+        );
+        assert_eq!(p.bytes(0, dst, len), vec![0x7e; len]);
+        let (c0, c1) = (p.counters(0), p.counters(1));
+        assert!(c0.np_cnp_sent > 1);
+        assert_eq!(c1.rp_cnp_handled + c1.rp_cnp_ignored, c0.np_cnp_sent);
+        assert_eq!(c1.rp_cnp_handled > 0, rp_enabled);
+        assert_eq!(p.sim.hosts[1].engine.qp_rate(p.qp[1]).is_some(), rp_enabled);
+        // When the last response left.
+        p.sim
+            .trace
+            .iter()
+            .filter(|s| s.from == 1)
+            .map(|s| s.at)
+            .max()
+            .unwrap()
+    };
+    let (fast, slow) = (run(false), run(true));
     assert!(
         slow > fast * 11 / 10,
         "with DCQCN {slow} ns, without {fast} ns"

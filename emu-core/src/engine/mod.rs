@@ -203,6 +203,7 @@ impl<M: Memory> Engine<M> {
     /// DCQCN's parameters for the device's QPs (mlx5's defaults until set).
     pub fn set_dcqcn(&mut self, dcqcn: Dcqcn) {
         self.sh.dcqcn = dcqcn;
+        self.rebuild_paths();
     }
 
     /// The device's DCQCN parameters.
@@ -225,7 +226,7 @@ impl<M: Memory> Engine<M> {
     fn rebuild_paths(&mut self) {
         for qp in self.qps.values_mut() {
             if let Some(ah) = qp.attr.ah {
-                qp.path = self.sh.path(&ah, qp.udp_src_port);
+                qp.path = self.sh.qp_path(&ah, qp.udp_src_port);
             }
         }
     }
@@ -370,7 +371,7 @@ impl<M: Memory> Engine<M> {
                     && !matches!(qp.init.qp_type, QpType::Ud | QpType::XrcRecv)
             });
             match qp {
-                Some(qp) if self.sh.dcqcn.enabled => {
+                Some(qp) if self.sh.dcqcn.rp_enabled => {
                     let p = &self.sh.dcqcn;
                     qp.rp
                         .get_or_insert_with(|| Box::new(Limiter::new(p, now)))
@@ -523,7 +524,7 @@ impl<M: Memory> Engine<M> {
             };
             qp.queued = false;
             let n = notification::poll(qp, &mut self.sh, now, buf)
-                .or_else(|| responder::poll(qp, &mut self.sh, buf))
+                .or_else(|| responder::poll(qp, &mut self.sh, now, buf))
                 .or_else(|| requester::poll(qp, &mut self.sh, now, buf));
             if let Some(n) = n {
                 qp.queued = true;
@@ -539,10 +540,10 @@ impl<M: Memory> Engine<M> {
     /// same pass sends before completions reach the program, so a responder's ACK leaves no
     /// later than the completion it acknowledges is seen (a program may exit at once, taking
     /// its QP with it). Requests wait for the next `poll_transmit`.
-    pub fn poll_response(&mut self, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_response(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         for &qpn in &self.ready {
             if let Some(qp) = self.qps.get_mut(&qpn)
-                && let Some(n) = responder::poll(qp, &mut self.sh, buf)
+                && let Some(n) = responder::poll(qp, &mut self.sh, now, buf)
             {
                 return Some(n);
             }

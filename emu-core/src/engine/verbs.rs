@@ -463,7 +463,7 @@ impl<M: Memory> Engine<M> {
             ));
         }
         let path = match (mask.contains(AttrMask::AV), attr.ah) {
-            (true, Some(ah)) => Some(self.sh.path(&ah, qp.udp_src_port).ok_or(
+            (true, Some(ah)) => Some(self.sh.qp_path(&ah, qp.udp_src_port).ok_or(
                 VerbsError::Invalid("bad sgid_index, or GIDs of different IP versions"),
             )?),
             _ => None,

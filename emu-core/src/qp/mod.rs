@@ -62,6 +62,18 @@ impl<M> Shared<M> {
         }
     }
 
+    /// The outer headers of a connected QP's packets along `ah`: ECN-capable (ECT(0)) while
+    /// the QP reacts to CNPs, unless the address handle's traffic class sets the ECN bits
+    /// itself (RFC 3168: ECN-capable only where the sender answers congestion).
+    pub fn qp_path(&self, ah: &AddressHandle, udp_src_port: u16) -> Option<Path> {
+        let mut path = self.path(ah, udp_src_port)?;
+        if self.dcqcn.rp_enabled && path.ip.ecn() == 0 {
+            let ect = crate::notification::ECT0;
+            path.ip = path.ip.with_traffic_class(path.ip.dscp(), ect);
+        }
+        Some(path)
+    }
+
     /// The Ethernet, IP and UDP headers of packets along `ah`.
     pub fn path(&self, ah: &AddressHandle, udp_src_port: u16) -> Option<Path> {
         let sgid = *self.gids.get(ah.sgid_index as usize)?;

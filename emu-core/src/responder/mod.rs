@@ -19,6 +19,8 @@ use crate::memory::Memory;
 use crate::psn;
 use crate::qp::{Qp, Response, Shared};
 use crate::qp_attr::{QpState, QpType};
+use crate::reaction;
+use crate::time::Instant;
 
 mod checks;
 mod execute;
@@ -74,10 +76,20 @@ const ACCESS: Refuse = Refuse::Nak(NakCode::RemoteAccessError, WcStatus::RemAcce
 
 const OPERATIONAL: Refuse = Refuse::Nak(NakCode::RemoteOperationalError, WcStatus::LocQpOpErr);
 
-/// Writes the next response packet into `buf`.
-pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -> Option<usize> {
+/// Writes the next response packet into `buf`. READ responses are data: a QP held to a rate
+/// (DCQCN) paces them as it paces its requests.
+pub(crate) fn poll<M: Memory>(
+    qp: &mut Qp,
+    sh: &mut Shared<M>,
+    now: Instant,
+    buf: &mut [u8],
+) -> Option<usize> {
     let path = qp.path?;
     let mtu = qp.mtu(sh);
+    let read = matches!(qp.resp.out.front()?, Response::Read { .. });
+    if read && reaction::held(qp, sh, now) {
+        return None;
+    }
     let front = qp.resp.out.front_mut()?;
     let mut ext = ExtRepr::default();
     let transport = qp.init.qp_type.transport();
@@ -147,7 +159,7 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
             qp.resp.out.clear();
             qp.resp.queue_ack(psn, Syndrome::Nak(code));
             qp.enter_error(sh);
-            return poll(qp, sh, buf);
+            return poll(qp, sh, now, buf);
         }
     }
     let n = repr
@@ -167,6 +179,9 @@ pub(crate) fn poll<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, buf: &mut [u8]) -
         *va += payload_len as u64;
         *left -= payload_len;
         *first = false;
+    }
+    if read {
+        reaction::sent(qp, sh, now, n);
     }
     sh.counters.sent_pkts += 1;
     Some(n)

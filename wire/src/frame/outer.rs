@@ -95,6 +95,32 @@ impl IpRepr {
             IpRepr::V4 { ecn, .. } | IpRepr::V6 { ecn, .. } => ecn,
         }
     }
+    /// The same header with this DSCP and these ECN bits.
+    pub const fn with_traffic_class(self, dscp: u8, ecn: u8) -> Self {
+        match self {
+            IpRepr::V4 { src, dst, ttl, .. } => IpRepr::V4 {
+                src,
+                dst,
+                dscp,
+                ecn,
+                ttl,
+            },
+            IpRepr::V6 {
+                src,
+                dst,
+                flow_label,
+                hop_limit,
+                ..
+            } => IpRepr::V6 {
+                src,
+                dst,
+                dscp,
+                ecn,
+                flow_label,
+                hop_limit,
+            },
+        }
+    }
     /// The source and destination addresses.
     pub fn addrs(&self) -> (IpAddress, IpAddress) {
         match *self {
