@@ -10,8 +10,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use softrnic_emu_core::{
-    Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    QpState, QpType, RecvWr, SendWr, Sge, VerbsError, Wc, WcOpcode, WcStatus, WorkQueue,
+    Access, AttrMask, Counters, Dcqcn, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap,
+    QpInit, QpState, QpType, RecvWr, SendWr, Sge, VerbsError, Wc, WcOpcode, WcStatus, WorkQueue,
 };
 
 use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
@@ -329,6 +329,17 @@ impl Client {
     pub fn counters(&mut self, name: &str) -> Result<Counters> {
         match self.call(Request::Counters { name: name.into() })? {
             Reply::Counters(c) => Ok(c),
+            r => Err(unexpected(r)),
+        }
+    }
+
+    /// Device `name`'s congestion control parameters, after setting them to `set` if given.
+    pub fn dcqcn(&mut self, name: &str, set: Option<Dcqcn>) -> Result<Dcqcn> {
+        match self.call(Request::Dcqcn {
+            name: name.into(),
+            set,
+        })? {
+            Reply::Dcqcn(p) => Ok(p),
             r => Err(unexpected(r)),
         }
     }

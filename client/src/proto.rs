@@ -10,8 +10,8 @@ use crate::shm::RingInfo;
 use std::net::SocketAddr;
 
 use softrnic_emu_core::{
-    Access, AttrMask, Counters, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap, QpInit,
-    QpState, QpType,
+    Access, AttrMask, Counters, Dcqcn, DeviceAttr, Event, Gid, MwType, PortAttr, QpAttr, QpCap,
+    QpInit, QpState, QpType,
 };
 
 /// The socket path: `$SOFTRNIC_SOCKET`, else /run/softrnic.sock for root, else
@@ -395,6 +395,13 @@ pub enum Request {
         /// One device, or all.
         device: Option<String>,
     },
+    /// A device's congestion control parameters, set first if given (`softrnic dcqcn`).
+    Dcqcn {
+        /// Its name.
+        name: String,
+        /// The new parameters.
+        set: Option<Dcqcn>,
+    },
 }
 
 impl Request {
@@ -507,6 +514,8 @@ pub enum Reply {
         /// The Ethernet frame.
         data: Vec<u8>,
     },
+    /// A device's congestion control parameters.
+    Dcqcn(Dcqcn),
 }
 
 /// What `rdma_conn_param` carries (and, for UD, the QP number and Q_Key the other side gave).

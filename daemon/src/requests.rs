@@ -113,6 +113,24 @@ impl Daemon {
                     None => error(libc::ENODEV, format!("no device {name}")),
                 }
             }
+            Request::Dcqcn { name, set } => {
+                match self
+                    .device_index(&name)
+                    .and_then(|d| device_at(&self.devices, d))
+                {
+                    Some(mut dev) => {
+                        if let Some(p) = set {
+                            if let Err(e) = p.check() {
+                                return error(libc::EINVAL, e);
+                            }
+                            dev.engine.set_dcqcn(p);
+                            tracing::info!(device = %name, "DCQCN parameters set");
+                        }
+                        Reply::Dcqcn(*dev.engine.dcqcn())
+                    }
+                    None => error(libc::ENODEV, format!("no device {name}")),
+                }
+            }
             Request::Capture { device } => {
                 let filter = match device {
                     None => None,

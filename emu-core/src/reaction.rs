@@ -15,14 +15,12 @@ use crate::timers::Timer;
 
 /// Whether `qp`, held to a rate since a CNP, must wait before its next data packet (a request,
 /// or a READ response: the QP is the data's sender either way); if so its pace timer wakes it.
-pub(crate) fn held<M>(qp: &Qp, sh: &mut Shared<M>, now: Instant) -> bool {
-    match &qp.rp {
-        Some(l) if now < l.next_send => {
-            sh.timers.arm_if_idle(qp.qpn, Timer::Pace, l.next_send);
-            true
-        }
-        _ => false,
-    }
+pub(crate) fn held<M>(qp: &mut Qp, sh: &mut Shared<M>, now: Instant) -> bool {
+    let Some(wake) = qp.rp.as_mut().and_then(|l| l.wait(&sh.dcqcn, now)) else {
+        return false;
+    };
+    sh.timers.arm_if_idle(qp.qpn, Timer::Pace, wake);
+    true
 }
 
 /// A data packet of `bytes` left `qp` at `now`: its limiter counts it, and goes once the rate
@@ -103,6 +101,157 @@ impl Default for Dcqcn {
     }
 }
 
+/// How a parameter is written: a flag (0 or 1), a count, a rate in Mb/s or a time in µs.
+#[derive(Clone, Copy)]
+enum Unit {
+    Flag,
+    Count,
+    Mbps,
+    Micros,
+}
+
+/// Each parameter's mlx5 name (`roce_np/NAME` or `roce_rp/NAME`), its unit and its field.
+macro_rules! params {
+    ($($name:literal, $unit:ident, $field:ident;)*) => {
+        /// Every parameter's name, as `softrnic dcqcn` shows and sets them.
+        pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+        /// The parameter `name`'s value, written as mlx5's sysfs writes it.
+        pub fn get(&self, name: &str) -> Option<String> {
+            match name {
+                $($name => Some(show(Unit::$unit, param!(get self.$field, $unit))),)*
+                _ => None,
+            }
+        }
+
+        /// Sets parameter `name` from `value` (as [`get`](Self::get) writes it); a value out
+        /// of range changes nothing.
+        pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
+            let mut next = *self;
+            match name {
+                $($name => {
+                    let v = parse(Unit::$unit, value).ok_or_else(|| {
+                        format!("{name}: {value:?} is not {}", what(Unit::$unit))
+                    })?;
+                    param!(set next.$field, $unit, v);
+                })*
+                _ => return Err(format!("no DCQCN parameter {name:?} (see `softrnic dcqcn DEVICE`)")),
+            }
+            next.check()?;
+            *self = next;
+            Ok(())
+        }
+    };
+}
+
+/// A field read as, or written from, a number in its unit.
+macro_rules! param {
+    (get $f:expr, Flag) => {
+        f64::from(u8::from($f))
+    };
+    (get $f:expr, Micros) => {
+        $f.as_secs_f64() * 1e6
+    };
+    (get $f:expr, $unit:ident) => {
+        $f as f64
+    };
+    (set $f:expr, Flag, $v:expr) => {
+        $f = $v != 0.0
+    };
+    (set $f:expr, Micros, $v:expr) => {
+        $f = Duration::from_nanos(($v * 1000.0) as u64)
+    };
+    (set $f:expr, Mbps, $v:expr) => {
+        $f = $v
+    };
+    (set $f:expr, Count, $v:expr) => {
+        $f = $v as _
+    };
+}
+
+fn show(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Mbps | Unit::Micros if v.fract() != 0.0 => format!("{v}"),
+        _ => format!("{}", v as u64),
+    }
+}
+
+fn parse(unit: Unit, s: &str) -> Option<f64> {
+    let v: f64 = s.trim().parse().ok()?;
+    let whole = v.fract() == 0.0;
+    let ok = match unit {
+        Unit::Flag => v == 0.0 || v == 1.0,
+        Unit::Count => whole && (0.0..=f64::from(u32::MAX)).contains(&v),
+        Unit::Mbps | Unit::Micros => v.is_finite() && v >= 0.0,
+    };
+    ok.then_some(v)
+}
+
+fn what(unit: Unit) -> &'static str {
+    match unit {
+        Unit::Flag => "0 or 1",
+        Unit::Count => "a whole number",
+        Unit::Mbps => "a rate in Mb/s",
+        Unit::Micros => "a time in µs",
+    }
+}
+
+impl Dcqcn {
+    params! {
+        "np_enable", Flag, np_enabled;
+        "cnp_dscp", Count, cnp_dscp;
+        "min_time_between_cnps", Micros, min_time_between_cnps;
+        "rp_enable", Flag, rp_enabled;
+        "line_rate", Mbps, line_rate_mbps;
+        "rpg_time_reset", Micros, time_reset;
+        "rpg_byte_reset", Count, byte_reset;
+        "rpg_threshold", Count, threshold;
+        "rpg_ai_rate", Mbps, ai_rate_mbps;
+        "rpg_hai_rate", Mbps, hai_rate_mbps;
+        "rpg_min_dec_fac", Count, min_dec_fac;
+        "rpg_min_rate", Mbps, min_rate_mbps;
+        "dce_tcp_g", Count, dce_tcp_g;
+        "dce_tcp_rtt", Micros, dce_tcp_rtt;
+        "rate_reduce_monitor_period", Micros, rate_reduce_monitor_period;
+        "initial_alpha_value", Count, initial_alpha;
+        "rpg_gd", Count, gd;
+    }
+
+    /// Whether every parameter is in the range mlx5 accepts: a DSCP has 6 bits, alpha and g
+    /// are out of 1024, a decrease factor is a percentage, and rates are positive.
+    pub fn check(&self) -> Result<(), String> {
+        let fail = |what: &str| Err(format!("DCQCN: {what}"));
+        if self.cnp_dscp > 63 {
+            return fail("cnp_dscp is 0 to 63");
+        }
+        if self.dce_tcp_g > 1024 || self.initial_alpha > 1024 {
+            return fail("dce_tcp_g and initial_alpha_value are 0 to 1024");
+        }
+        if self.min_dec_fac > 100 {
+            return fail("rpg_min_dec_fac is a percentage, 0 to 100");
+        }
+        if self.gd > 20 {
+            return fail("rpg_gd is 0 to 20");
+        }
+        if !(self.line_rate_mbps.is_finite()
+            && self.line_rate_mbps > 0.0
+            && self.min_rate_mbps > 0.0)
+        {
+            return fail("line_rate and rpg_min_rate are above 0");
+        }
+        if ![self.ai_rate_mbps, self.hai_rate_mbps]
+            .iter()
+            .all(|r| r.is_finite() && *r >= 0.0)
+        {
+            return fail("rpg_ai_rate and rpg_hai_rate are rates, 0 or more");
+        }
+        if self.min_rate_mbps > self.line_rate_mbps {
+            return fail("rpg_min_rate is at most line_rate");
+        }
+        Ok(())
+    }
+}
+
 /// A QP's rate limiter, from its first CNP until its rate is back at the line rate.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Limiter {
@@ -126,8 +275,11 @@ pub(crate) struct Limiter {
     /// When the increase timer last fired, and the bytes sent since the counter last did.
     timer_at: Instant,
     bytes: u64,
-    /// When the next packet may leave.
-    pub next_send: Instant,
+    /// When the last packet left (or was due to, if it left early), and its bytes: the next
+    /// may leave once those have had their time at the current rate, whatever the rate was
+    /// when it left.
+    sent_at: Instant,
+    sent_bytes: u64,
 }
 
 /// Alpha after `periods` update periods without a CNP: α ← (g/1024)·α each.
@@ -151,8 +303,24 @@ impl Limiter {
             byte_events: 0,
             timer_at: now,
             bytes: 0,
-            next_send: now,
+            sent_at: now,
+            sent_bytes: 0,
         }
+    }
+
+    /// When the next packet may leave at the current rate.
+    fn due(&self, p: &Dcqcn) -> Instant {
+        let ns = self.sent_bytes as f64 * 8000.0 / self.current.max(p.min_rate_mbps.max(0.001));
+        self.sent_at + Duration::from_nanos(ns as u64)
+    }
+
+    /// At `now`: `None` if the next packet may leave, else when to look again: when it may
+    /// leave at the current rate, or at the next rate increase if that comes first.
+    pub fn wait(&mut self, p: &Dcqcn, now: Instant) -> Option<Instant> {
+        self.advance(p, now);
+        let due = self.due(p);
+        let increase = self.timer_at + p.time_reset.max(Duration::from_nanos(1));
+        (due > now).then(|| due.min(increase))
     }
 
     /// Brings alpha and the increase timer up to `now`.
@@ -231,14 +399,14 @@ impl Limiter {
     /// rate, so that the limiter can go.
     pub fn sent(&mut self, p: &Dcqcn, now: Instant, bytes: usize) -> bool {
         self.advance(p, now);
+        self.sent_at = self.due(p).max(now);
+        self.sent_bytes = bytes as u64;
         self.bytes += bytes as u64;
         while self.bytes >= p.byte_reset.max(1) {
             self.bytes -= p.byte_reset.max(1);
             self.byte_events += 1;
             self.increase(p);
         }
-        let ns = bytes as f64 * 8000.0 / self.current.max(p.min_rate_mbps.max(0.001));
-        self.next_send = self.next_send.max(now) + Duration::from_nanos(ns as u64);
         self.recovered(p)
     }
 
@@ -310,11 +478,63 @@ mod tests {
         // About 4000 Mb/s: 1000 bytes take about 2 µs.
         let ns = (1000.0 * 8000.0 / l.current) as u64;
         l.sent(&p, at(0), 1000);
-        assert_eq!(l.next_send, Instant::from_nanos(ns));
+        assert_eq!(l.wait(&p, at(1)), Some(Instant::from_nanos(ns)));
         assert!(ns.abs_diff(2000) < 5);
         // One sent before its time leaves the next its full time after.
         l.sent(&p, at(1), 1000);
-        assert_eq!(l.next_send, Instant::from_nanos(2 * ns));
+        assert_eq!(l.wait(&p, at(1)), Some(Instant::from_nanos(2 * ns)));
+        assert_eq!(l.wait(&p, Instant::from_nanos(2 * ns)), None);
+    }
+
+    #[test]
+    fn a_rate_increase_lets_a_packet_held_at_a_low_rate_go_sooner() {
+        let p = Dcqcn {
+            line_rate_mbps: 10_000.0,
+            ..Dcqcn::default()
+        };
+        let mut l = Limiter::new(&p, at(0));
+        // Cut after cut, 4 µs apart, down to a few Mb/s.
+        for k in 0..12 {
+            l.cnp(&p, at(4 * k));
+        }
+        assert!(l.current < 10.0, "{}", l.current);
+        l.sent(&p, at(48), 4096);
+        // At that rate the next would wait milliseconds; the timer's increase, 300 µs after
+        // the last cut, comes first, and then the packet may go.
+        assert_eq!(l.wait(&p, at(50)), Some(at(344)));
+        assert_eq!(l.wait(&p, at(344)), None, "{}", l.current);
+    }
+
+    #[test]
+    fn parameters_are_read_and_set_by_their_mlx5_names() {
+        let mut p = Dcqcn::default();
+        assert_eq!(p.get("rpg_time_reset").as_deref(), Some("300"));
+        assert_eq!(p.get("cnp_dscp").as_deref(), Some("48"));
+        assert_eq!(p.get("rp_enable").as_deref(), Some("1"));
+        assert_eq!(p.get("line_rate").as_deref(), Some("100000"));
+        for name in Dcqcn::NAMES {
+            let v = p.get(name).unwrap();
+            p.set(name, &v).unwrap();
+        }
+        assert_eq!(p, Dcqcn::default(), "every value reads back as it was");
+        p.set("rpg_time_reset", "55").unwrap();
+        p.set("rp_enable", "0").unwrap();
+        p.set("line_rate", "10000").unwrap();
+        p.set("rpg_min_rate", "0.5").unwrap();
+        assert_eq!(p.time_reset, Duration::from_micros(55));
+        assert!(!p.rp_enabled);
+        assert_eq!((p.line_rate_mbps, p.min_rate_mbps), (10_000.0, 0.5));
+        assert!(p.set("rp_enable", "2").unwrap_err().contains("0 or 1"));
+        assert!(p.set("rpg_threshold", "1.5").unwrap_err().contains("whole"));
+        assert!(p.set("cnp_dscp", "64").unwrap_err().contains("0 to 63"));
+        assert_eq!(p.cnp_dscp, 48, "unchanged");
+        assert!(p.set("rpg_min_dec_fac", "101").is_err());
+        assert!(p.set("line_rate", "0").is_err());
+        assert!(
+            p.set("rpg_ai", "5")
+                .unwrap_err()
+                .contains("no DCQCN parameter")
+        );
     }
 
     #[test]

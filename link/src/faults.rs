@@ -36,6 +36,14 @@ pub enum Fate {
 }
 
 impl Faults {
+    /// No faults: every frame is delivered.
+    pub const NONE: Faults = Faults {
+        loss: 0.0,
+        duplicate: 0.0,
+        reorder: 0.0,
+        corrupt: 0.0,
+    };
+
     /// One frame's fate: each fault in turn, the first drawn wins.
     pub fn fate(&self, rng: &mut Rng) -> Fate {
         if rng.chance(self.loss) {

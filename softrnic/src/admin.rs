@@ -234,6 +234,27 @@ pub fn stat(device: Option<String>) -> Result<(), String> {
     Ok(())
 }
 
+/// `softrnic dcqcn`: sets the parameters given as `NAME=VALUE` (all checked before any is
+/// sent), then prints them all.
+pub fn dcqcn(device: &str, set: &[String]) -> Result<(), String> {
+    let mut c = connect()?;
+    let mut p = c.dcqcn(device, None).map_err(|e| e.to_string())?;
+    if !set.is_empty() {
+        for s in set {
+            let (name, value) = s
+                .split_once('=')
+                .ok_or_else(|| format!("{s:?}: give NAME=VALUE"))?;
+            p.set(name, value)?;
+        }
+        p = c.dcqcn(device, Some(p)).map_err(|e| e.to_string())?;
+    }
+    println!("{device}:");
+    for name in softrnic_emu_core::Dcqcn::NAMES {
+        println!("    {name}: {}", p.get(name).expect("a name it lists"));
+    }
+    Ok(())
+}
+
 /// `softrnic capture`. The daemon is started (with a local device) if none runs, so a capture
 /// started before a CI job's programs sees all their frames. The file is readable at any
 /// moment: it holds whole blocks, flushed when the daemon has nothing more to hand over and at

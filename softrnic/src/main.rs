@@ -105,6 +105,26 @@ enum Command {
         #[command(flatten)]
         out: RunOutput,
     },
+    /// Incast on the simulated network: N senders WRITE to one receiver through one switch
+    /// port, with and without DCQCN and PFC; prints utilisation, peak queue, drops and
+    /// fairness for each run.
+    Incast {
+        /// Senders per run; repeat for several (by default 8 and 32).
+        #[arg(long = "senders")]
+        senders: Vec<usize>,
+        /// How long the senders send, in microseconds of virtual time.
+        #[arg(long, default_value_t = 5_000)]
+        duration: u64,
+        /// Everything random comes from it.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// KiB the switch's queue to the receiver holds.
+        #[arg(long, default_value_t = 1024)]
+        buffer: u64,
+        /// Also plot each run over time (queue, per-sender rates, fairness) as SVG.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
     /// Write the sample capture (every opcode, IPv4 and IPv6, NAKs, VLAN, ECN, CM messages) as pcap.
     SampleCapture {
         /// Where to write it.
@@ -137,6 +157,15 @@ enum Command {
     },
     /// The daemon, its devices, their GIDs and object counts.
     Status,
+    /// A device's congestion control (DCQCN) parameters, by mlx5's names (its
+    /// `ecn/roce_np` and `ecn/roce_rp` files); `NAME=VALUE` sets one (times in µs, rates in
+    /// Mb/s) for the device's QPs from then on.
+    Dcqcn {
+        /// The device (e.g. srnic0).
+        device: String,
+        /// Parameters to set, e.g. `rpg_time_reset=55 rp_enable=0`.
+        set: Vec<String>,
+    },
     /// Counters, with the names rxe and mlx5 users know.
     Stat {
         /// One device (all by default).
@@ -230,6 +259,13 @@ fn run(cli: Cli) -> Result<(), String> {
             )
         }
         Command::Ladder { file, html, mtu } => ladder(&file, html.as_deref(), mtu),
+        Command::Incast {
+            senders,
+            duration,
+            seed,
+            buffer,
+            svg,
+        } => incast(&senders, duration, seed, buffer, svg.as_deref()),
         Command::Lesson { name, out } => match name {
             None => {
                 for l in softrnic::lesson::LESSONS {
@@ -327,6 +363,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Down { device } => admin::down(&device),
         Command::Status => admin::status(),
         Command::Stat { device } => admin::stat(device),
+        Command::Dcqcn { device, set } => admin::dcqcn(&device, &set),
         Command::Exec { no_view, program } => exec::exec(&program, !no_view),
         Command::Capture {
             write,
@@ -390,6 +427,40 @@ fn dissect_files(files: &[PathBuf], show: capture::Show) -> Result<(), String> {
 }
 
 /// A reader that closed the pipe (`| head`) has seen what it wanted.
+fn incast(
+    senders: &[usize],
+    duration_us: u64,
+    seed: u64,
+    buffer_kib: u64,
+    svg: Option<&std::path::Path>,
+) -> Result<(), String> {
+    use softrnic::incast::{self, Setup};
+    let senders = if senders.is_empty() {
+        &[8, 32][..]
+    } else {
+        senders
+    };
+    let mut runs = Vec::new();
+    for &n in senders {
+        for (dcqcn, pfc) in [(false, false), (true, false), (false, true), (true, true)] {
+            let setup = Setup {
+                senders: n,
+                dcqcn,
+                pfc,
+                duration_us,
+                seed,
+                buffer: buffer_kib * 1024,
+            };
+            runs.push(incast::run(setup)?);
+        }
+    }
+    print!("{}", incast::table(&runs));
+    if let Some(path) = svg {
+        std::fs::write(path, incast::svg(&runs)).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 fn quiet_pipe(e: std::io::Error) -> Result<(), String> {
     match e.kind() {
         std::io::ErrorKind::BrokenPipe => Ok(()),

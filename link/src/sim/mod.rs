@@ -1,7 +1,10 @@
 //! A deterministic network of softrnic engines (in the spirit of quinn's test `Pair` and
 //! TigerBeetle's simulator): virtual time that jumps to the next event, and a link model with
 //! latency, bandwidth, loss, duplication, reordering, corruption and partitions, all drawn
-//! from one seed.
+//! from one seed; with a [`Switch`] between the hosts, queues that fill, mark and pause.
+
+mod switch;
+pub use switch::{Egress, Pfc, PortStats, Red, Switch, SwitchSpec};
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -92,8 +95,19 @@ pub struct Host {
     pub gid: Gid,
 }
 
-/// A frame on the wire: (arrival time, sequence number for ties, receiving host, bytes).
-type InFlight = (u64, u64, usize, Vec<u8>);
+/// Where a frame on the wire is going.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Hop {
+    /// To a host's port.
+    Host(usize),
+    /// To the switch, from a host for a host.
+    Switch { from: usize, to: usize },
+    /// The frame leaving a switch port has left (it carries no bytes).
+    Left(usize),
+}
+
+/// A frame on the wire: (arrival time, sequence number for ties, where it goes, bytes).
+type InFlight = (u64, u64, Hop, Vec<u8>);
 
 /// A frame as a capture on a host's port sees it: leaving one host, or arriving at one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,6 +151,9 @@ pub struct Sim {
     pub hook: Option<Hook>,
     /// A congested switch: the frames it picks that are ECN-capable arrive marked CE.
     pub congested: Option<Pick>,
+    /// A switch between the hosts, with queues: each way is half the link's latency; else the
+    /// hosts are wired to each other.
+    pub switch: Option<Switch>,
     rng: Rng,
     in_flight: BinaryHeap<Reverse<InFlight>>,
     seq: u64,
@@ -183,6 +200,7 @@ impl Sim {
             capture: false,
             hook: None,
             congested: None,
+            switch: None,
             rng: Rng::new(seed ^ 0x5eed),
             in_flight: BinaryHeap::new(),
             seq: 0,
@@ -191,6 +209,11 @@ impl Sim {
             max_in_flight: 0,
             alarm: None,
         }
+    }
+
+    /// Puts a switch set up as `spec` between the hosts.
+    pub fn add_switch(&mut self, spec: SwitchSpec) {
+        self.switch = Some(Switch::new(spec, self.hosts.len()));
     }
 
     /// Sends every frame every host has ready.
@@ -232,7 +255,11 @@ impl Sim {
         let start = self.now.max(self.port_free_at[from]);
         let wire_ns = frame.len() as u64 * 1000 / self.link.bytes_per_us.max(1);
         self.port_free_at[from] = start + wire_ns;
-        let mut at = start + wire_ns + self.link.latency_ns;
+        let (hop, latency) = match self.switch {
+            Some(_) => (Hop::Switch { from, to }, self.link.latency_ns / 2),
+            None => (Hop::Host(to), self.link.latency_ns),
+        };
+        let mut at = start + wire_ns + latency;
 
         let parsed = frame::parse(&frame).ok();
         let mut sent = Sent {
@@ -264,19 +291,19 @@ impl Sim {
         match sent.fate {
             Fate::Dropped => {}
             Fate::Duplicated => {
-                let later = at + self.link.latency_ns / 2 + 1;
-                self.schedule(later, to, frame.clone());
-                self.schedule(at, to, frame);
+                let later = at + latency / 2 + 1;
+                self.schedule(later, hop, frame.clone());
+                self.schedule(at, hop, frame);
             }
             Fate::Reordered => {
-                at += 1 + self.rng.below(4 * self.link.latency_ns + 1);
-                self.schedule(at, to, frame);
+                at += 1 + self.rng.below(4 * latency + 1);
+                self.schedule(at, hop, frame);
             }
             Fate::Corrupted => {
                 crate::faults::corrupt(&mut frame, &mut self.rng);
-                self.schedule(at, to, frame);
+                self.schedule(at, hop, frame);
             }
-            Fate::Delivered => self.schedule(at, to, frame),
+            Fate::Delivered => self.schedule(at, hop, frame),
         }
         if self.record {
             self.trace.push(sent);
@@ -298,7 +325,7 @@ impl Sim {
     /// Delivers a hand-made frame to host `to` after the link latency.
     pub fn inject(&mut self, to: usize, frame: Vec<u8>) {
         let at = self.now + self.link.latency_ns;
-        self.schedule(at, to, frame);
+        self.schedule(at, Hop::Host(to), frame);
     }
 
     /// A frame from host `from` to host `to` with these transport headers.
@@ -327,10 +354,27 @@ impl Sim {
         buf
     }
 
-    fn schedule(&mut self, at: u64, to: usize, frame: Vec<u8>) {
+    fn schedule(&mut self, at: u64, hop: Hop, frame: Vec<u8>) {
         self.seq += 1;
-        self.in_flight.push(Reverse((at, self.seq, to, frame)));
+        self.in_flight.push(Reverse((at, self.seq, hop, frame)));
         self.max_in_flight = self.max_in_flight.max(self.in_flight.len());
+    }
+
+    /// The frame at the head of switch port `to`'s queue starts to leave now, marked CE if RED
+    /// says so: it reaches its host after its time on the wire and half the latency.
+    fn egress(&mut self, to: usize) {
+        let switch = self.switch.as_mut().expect("a switch");
+        let Some((frame, mark)) = switch.head(to, self.now, &mut self.rng) else {
+            return;
+        };
+        let mut frame = frame.clone();
+        if mark && mark_ce(&mut frame) {
+            switch.count_mark(to);
+        }
+        let wire_ns = frame.len() as u64 * 1000 / self.link.bytes_per_us.max(1);
+        let left = self.now + wire_ns;
+        self.schedule(left, Hop::Left(to), Vec::new());
+        self.schedule(left + self.link.latency_ns / 2, Hop::Host(to), frame);
     }
 
     /// Advances to the next event (a frame arriving or a timer) and handles everything due
@@ -366,9 +410,24 @@ impl Sim {
             .peek()
             .is_some_and(|Reverse((t, ..))| *t <= self.now)
         {
-            let Reverse((_, _, to, frame)) = self.in_flight.pop().expect("peeked");
-            self.see(to, false, &frame);
-            arrived[to].push_back(frame);
+            let Reverse((_, _, hop, frame)) = self.in_flight.pop().expect("peeked");
+            match hop {
+                Hop::Host(to) => {
+                    self.see(to, false, &frame);
+                    arrived[to].push_back(frame);
+                }
+                Hop::Switch { from, to } => {
+                    let switch = self.switch.as_mut().expect("frames reach a switch");
+                    if switch.enqueue(from, to, frame) {
+                        self.egress(to);
+                    }
+                }
+                Hop::Left(to) => {
+                    if self.switch.as_mut().is_some_and(|s| s.sent(to)) {
+                        self.egress(to);
+                    }
+                }
+            }
         }
         // What the hosts send in answer waits for the next step's pump, so that a scenario
         // can act in between.
@@ -463,7 +522,8 @@ impl Sim {
 /// Marks an ECN-capable frame Congestion Experienced (RFC 3168), as a switch whose queue is
 /// over its threshold does: ECT(0) or ECT(1) becomes CE, and an IPv4 header its checksum again.
 /// The ICRC leaves these bits out, so it stays right. A frame that is not ECN-capable is left.
-pub fn mark_ce(frame: &mut [u8]) {
+/// Returns whether it was marked.
+pub fn mark_ce(frame: &mut [u8]) -> bool {
     let ip = match frame.get(12..14) {
         Some([0x81, 0x00]) => 18,
         _ => 14,
@@ -480,10 +540,14 @@ pub fn mark_ce(frame: &mut [u8]) {
             let folded = (sum & 0xffff) + (sum >> 16);
             let folded = (folded & 0xffff) + (folded >> 16);
             h[10..12].copy_from_slice(&(!(folded as u16)).to_be_bytes());
+            true
         }
         // IPv6: the ECN bits are the low two of the traffic class, bits 4-5 of byte 1.
-        Some(6) if frame.len() >= ip + 40 && frame[ip + 1] & 0x30 != 0 => frame[ip + 1] |= 0x30,
-        _ => {}
+        Some(6) if frame.len() >= ip + 40 && frame[ip + 1] & 0x30 != 0 => {
+            frame[ip + 1] |= 0x30;
+            true
+        }
+        _ => false,
     }
 }
 
@@ -499,7 +563,12 @@ impl Link for Port<'_> {
     fn transmit(&mut self, fill: &mut dyn FnMut(&mut [u8]) -> Option<usize>) -> bool {
         // A NIC takes its next frame from its queues when the wire is free: a QP paced to a
         // rate, or a newer response, goes ahead of frames not yet built.
-        if self.sim.port_free_at[self.from] > self.sim.now {
+        let paused = self
+            .sim
+            .switch
+            .as_ref()
+            .is_some_and(|s| s.paused(self.from));
+        if paused || self.sim.port_free_at[self.from] > self.sim.now {
             return false;
         }
         let Some(n) = fill(&mut self.sim.buf) else {
