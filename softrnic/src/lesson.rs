@@ -160,6 +160,9 @@ pub struct Outcome {
     pub counters: [Counters; 2],
     /// The rate DCQCN holds A's and B's QPs to at the end, in Mb/s, if it does.
     pub rates: [Option<f64>; 2],
+    /// A's rate over the run, each time it changed: (ns, Mb/s; the line rate while A is not
+    /// limited). Empty if A was never limited.
+    pub rate_trace: Vec<(u64, f64)>,
     /// Whether the bytes landed as sent (SEND, WRITE, READ) and atomics acted once.
     pub data_ok: bool,
     /// A line on what was checked.
@@ -288,7 +291,36 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
         p.sim.run_until(1_000_000, |s| s.now >= at)?;
         post_receives(&mut p);
     }
-    p.sim.run_idle(1_000_000)?;
+    // A's rate, sampled as the run goes.
+    let mut rate_trace: Vec<(u64, f64)> = vec![(0, LINE_RATE_MBPS)];
+    let mut steps = 0;
+    while p.sim.step() {
+        let rate = p.sim.hosts[0].engine.qp_rate(p.qp[0]);
+        let rate = rate.unwrap_or(LINE_RATE_MBPS);
+        if rate_trace.last().is_some_and(|&(_, r)| r != rate) {
+            rate_trace.push((p.sim.now, rate));
+        }
+        steps += 1;
+        if steps == 1_000_000 {
+            return Err(format!("still busy after {steps} steps"));
+        }
+    }
+    // The plot ends with A's last packet (later, only timers run out).
+    let last_sent = p
+        .sim
+        .trace
+        .iter()
+        .filter(|s| s.from == 0)
+        .map(|s| s.at)
+        .max();
+    match (rate_trace.len(), last_sent) {
+        (1, _) | (_, None) => rate_trace.clear(),
+        (_, Some(at)) => {
+            let rate = rate_trace.last().expect("two").1;
+            rate_trace.retain(|&(t, _)| t <= at);
+            rate_trace.push((at, rate));
+        }
+    }
 
     let completions = [p.poll(0), p.poll(1)];
     let rates = [0, 1].map(|h| p.sim.hosts[h].engine.qp_rate(p.qp[h]));
@@ -320,6 +352,7 @@ pub fn simulate(o: &Options) -> Result<Outcome, String> {
         completions,
         counters,
         rates,
+        rate_trace,
         data_ok,
         data,
     })
@@ -488,6 +521,17 @@ point (DCQCN) halves its rate and paces what it sends next; the rate climbs back
 unmarked.",
     },
     Lesson {
+        name: "dcqcn",
+        title: "DCQCN: CNPs cut the sender's rate, and it climbs back",
+        explain: "A WRITEs 256 KiB as 64 packets (path MTU 4096) over a 10 Gb/s link. A congested \
+switch marks A's first packets CE; B answers with CNPs, at most one every 4 µs. Each CNP cuts A's \
+rate (DCQCN's reaction point: rate × (1 − alpha/2), alpha near 1 at first, at most one cut per \
+4 µs), and A paces its packets to the rate: watch the gaps between them grow. Once the marks stop, \
+the rate waits for an increase event: the timer's, 300 µs after the last cut, or the byte \
+counter's, every 32 KiB sent. Each halves the distance back to the rate A had before the cuts \
+(fast recovery); when it is back at the line rate, the limiter goes.",
+    },
+    Lesson {
         name: "psn-wrap",
         title: "PSNs wrap at 2^24",
         explain: "A's first PSN is 0xfffffe. A 4-packet SEND takes PSNs 0xfffffe, 0xffffff, 0 and 1: \
@@ -538,6 +582,16 @@ pub fn lesson_options(name: &str) -> Option<Options> {
             mark: vec![Pick::Nth(1), Pick::Nth(2), Pick::Nth(3)],
             ..base
         },
+        "dcqcn" => Options {
+            ops: vec![Op::Write],
+            size: 64 * 1024,
+            count: 4,
+            mtu: Mtu::M4096,
+            mark: (1..=12).map(Pick::Nth).collect(),
+            // 16.8 ms: a paced packet must not look lost.
+            timeout: 12,
+            ..base
+        },
         "psn-wrap" => Options {
             size: 3500,
             first_psn: 0xff_fffe,
@@ -545,6 +599,75 @@ pub fn lesson_options(name: &str) -> Option<Options> {
         },
         _ => return None,
     })
+}
+
+/// A's rate at `rows` times evenly over the trace: (µs, Mb/s).
+fn rate_rows(trace: &[(u64, f64)], rows: usize) -> Vec<(f64, f64)> {
+    let end = trace.last().map_or(0, |&(t, _)| t).max(1);
+    (0..=rows)
+        .map(|i| {
+            let t = end * i as u64 / rows as u64;
+            let rate = trace
+                .iter()
+                .take_while(|&&(at, _)| at <= t)
+                .last()
+                .map_or(LINE_RATE_MBPS, |&(_, r)| r);
+            (t as f64 / 1000.0, rate)
+        })
+        .collect()
+}
+
+/// A's rate as a text chart: a row per sample, a bar as long as the rate.
+fn rate_text(trace: &[(u64, f64)]) -> String {
+    let mut out = String::new();
+    for (us, rate) in rate_rows(trace, 16) {
+        let bar = (rate / LINE_RATE_MBPS * 40.0).round() as usize;
+        let _ = writeln!(out, "  {us:>8.1} µs {rate:>6.0} {}", "█".repeat(bar));
+    }
+    out
+}
+
+/// A's rate over the run as an SVG step plot.
+pub fn rate_svg(trace: &[(u64, f64)]) -> String {
+    const W: f64 = 700.0;
+    const H: f64 = 200.0;
+    let end = trace.last().map_or(1, |&(t, _)| t).max(1) as f64;
+    let x = |t: u64| 60.0 + W * t as f64 / end;
+    let y = |r: f64| 20.0 + H * (1.0 - r / LINE_RATE_MBPS);
+    let mut points = Vec::new();
+    for (i, &(t, r)) in trace.iter().enumerate() {
+        if i > 0 {
+            points.push(format!("{:.1},{:.1}", x(t), y(trace[i - 1].1)));
+        }
+        points.push(format!("{:.1},{:.1}", x(t), y(r)));
+    }
+    format!(
+        "<svg class=\"rate\" xmlns=\"http://www.w3.org/2000/svg\" width=\"800\" height=\"250\" viewBox=\"0 0 800 250\">\
+<rect x=\"60\" y=\"20\" width=\"{W}\" height=\"{H}\" fill=\"none\" stroke=\"#999\"/>\
+<text x=\"55\" y=\"28\" text-anchor=\"end\" font-size=\"11\">{LINE_RATE_MBPS:.0}</text>\
+<text x=\"55\" y=\"{}\" text-anchor=\"end\" font-size=\"11\">0</text>\
+<text x=\"60\" y=\"240\" font-size=\"11\">0 µs</text>\
+<text x=\"{}\" y=\"240\" text-anchor=\"end\" font-size=\"11\">{:.1} µs</text>\
+<text x=\"410\" y=\"14\" text-anchor=\"middle\" font-size=\"12\">A's rate (DCQCN), Mb/s</text>\
+<polyline fill=\"none\" stroke=\"#1f5fbf\" stroke-width=\"2\" points=\"{}\"/></svg>",
+        20.0 + H,
+        60.0 + W,
+        end / 1000.0,
+        points.join(" ")
+    )
+}
+
+/// The run's page: its ladder page, with A's rate plot above the fields when DCQCN held it.
+pub fn page(o: &Outcome, name: &str) -> String {
+    let page = crate::ladder::html(&o.analysis, name);
+    if o.rate_trace.is_empty() {
+        return page;
+    }
+    let plot = format!("<h2>A's rate</h2>\n{}\n", rate_svg(&o.rate_trace));
+    match page.find("<div id=\"fields\">") {
+        Some(at) => format!("{}{plot}{}", &page[..at], &page[at..]),
+        None => page,
+    }
 }
 
 /// What `lesson` and `simulate` print: the ladder, the narration, completions, counters.
@@ -592,6 +715,10 @@ pub fn report(o: &Outcome, intro: Option<&Lesson>) -> String {
                 HOSTS[h]
             );
         }
+    }
+    if !o.rate_trace.is_empty() {
+        let _ = writeln!(out, "A's rate over time (DCQCN), Mb/s:");
+        out.push_str(&rate_text(&o.rate_trace));
     }
     let _ = writeln!(out, "Counters that moved:");
     for (h, c) in o.counters.iter().enumerate() {

@@ -524,7 +524,7 @@ fn run_simulation(
         outcome.frames.len()
     );
     if let Some(html) = &out.html {
-        std::fs::write(html, softrnic::ladder::html(&outcome.analysis, name))
+        std::fs::write(html, softrnic::lesson::page(&outcome, name))
             .map_err(|e| format!("{}: {e}", html.display()))?;
         println!("Ladder page: {}", html.display());
     }

@@ -5,6 +5,7 @@
 use softrnic::conversation::{Analysis, Mark};
 use softrnic::lesson::{self, LESSONS, Outcome};
 use softrnic_link::sim::{Fate, Sent};
+use softrnic_wire::Opcode;
 use std::collections::HashSet;
 use std::process::Command;
 
@@ -27,14 +28,15 @@ fn is_request(p: &softrnic::conversation::Packet) -> bool {
 }
 
 /// What the simulator knows: per packet sent, whether it was lost, and whether the same
-/// request (opcode and PSN, from the same host) was sent before.
+/// request (opcode and PSN, from the same host) was sent before. CNPs are not requests: every
+/// one carries PSN 0.
 fn truth(trace: &[Sent]) -> Vec<(bool, bool)> {
     let mut seen = HashSet::new();
     trace
         .iter()
         .map(|s| {
-            let again =
-                !seen.insert((s.from, s.opcode, s.psn)) && !s.opcode.info().operation.is_response();
+            let request = !s.opcode.info().operation.is_response() && s.opcode != Opcode::Cnp;
+            let again = !seen.insert((s.from, s.opcode, s.psn)) && request;
             (s.fate == Fate::Dropped, again)
         })
         .collect()
@@ -187,6 +189,31 @@ fn each_lesson_shows_its_rule() {
         "about half the line rate: {rate}"
     );
 
+    let dcqcn = run("dcqcn");
+    assert!(dcqcn.counters[1].np_cnp_sent >= 3);
+    assert_eq!(
+        dcqcn.counters[0].rp_cnp_handled,
+        dcqcn.counters[1].np_cnp_sent
+    );
+    assert_eq!(
+        dcqcn.counters[0].retransmitted_pkts, 0,
+        "pacing looks like no loss"
+    );
+    let rates: Vec<f64> = dcqcn.rate_trace.iter().map(|&(_, r)| r).collect();
+    let lowest = rates.iter().copied().fold(f64::MAX, f64::min);
+    assert!(lowest < 1_000.0, "cut to under a tenth: {rates:?}");
+    assert!(*rates.last().unwrap() > 9_900.0, "and back: {rates:?}");
+    // The gaps between A's packets grow under the cut rate and shrink again.
+    let sent: Vec<u64> = dcqcn
+        .trace
+        .iter()
+        .filter(|s| s.from == 0)
+        .map(|s| s.at)
+        .collect();
+    let gaps: Vec<u64> = sent.windows(2).map(|w| w[1] - w[0]).collect();
+    let (first, widest, last) = (gaps[0], *gaps.iter().max().unwrap(), *gaps.last().unwrap());
+    assert!(widest > 10 * first && widest > 10 * last, "{gaps:?}");
+
     let wrap = run("psn-wrap");
     let psns: Vec<u32> = sent_packets(&wrap.analysis)
         .iter()
@@ -196,6 +223,39 @@ fn each_lesson_shows_its_rule() {
         .collect();
     assert_eq!(psns, [0xff_fffe, 0xff_ffff, 0, 1]);
     assert!(!marks(&wrap).contains(&Mark::Gap) && !marks(&wrap).contains(&Mark::Duplicate));
+}
+
+/// The dcqcn lesson's page shows A's rate over time: Chromium renders it, with the step plot
+/// under the ladder.
+#[test]
+fn the_dcqcn_lesson_page_plots_the_rate() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("lesson-dcqcn");
+    std::fs::create_dir_all(&dir).unwrap();
+    let page = dir.join("dcqcn.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_softrnic"))
+        .args(["lesson", "dcqcn", "--html"])
+        .arg(&page)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("A's rate over time (DCQCN), Mb/s:"), "{text}");
+    let dom = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium (Debian's chromium package)");
+    let dom = String::from_utf8(dom.stdout).unwrap();
+    let plot = dom.find("<svg class=\"rate\"").expect("the rate plot");
+    let ladder = dom.find("<svg class=\"ladder\"").expect("the ladder");
+    assert!(ladder < plot);
+    assert!(dom[plot..].contains("<polyline"), "{dom}");
+    assert!(dom[plot..].contains("A's rate (DCQCN), Mb/s"));
 }
 
 /// The ladder of a capture file agrees with the lesson's own: the capture holds what it saw.
