@@ -1,6 +1,8 @@
 //! Incast through one switch port in the simulator: what DCQCN and PFC do, as figures, the
 //! plot in the docs (current, and as a person sees it), and the command.
 
+mod browser;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -93,33 +95,13 @@ fn incast_with_and_without_dcqcn_and_pfc() {
     // The plot as a person sees it: Chromium renders it, a row of three plots per run.
     let dir = std::env::temp_dir().join(format!("softrnic-incast-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let chromium = |args: &[&str]| {
-        Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--window-size=1300,1450",
-            ])
-            .args(args)
-            .arg(format!("file://{}", svg_path.display()))
-            .output()
-            .expect("chromium (Debian's chromium package)")
-    };
-    let dom = String::from_utf8(chromium(&["--dump-dom"]).stdout).unwrap();
+    let dom = browser::dom(&svg_path, "1300,1450");
     assert_eq!(dom.matches("<g class=\"run\"").count(), runs.len(), "{dom}");
     assert_eq!(dom.matches("<rect class=\"axes\"").count(), 3 * runs.len());
     let lines = runs.iter().map(|f| 2 + f.setup.senders).sum::<usize>();
     assert_eq!(dom.matches("<polyline").count(), lines);
     assert!(dom.contains("32 senders, DCQCN on, PFC on"));
-    let shot = dir.join("incast.png");
-    let arg = format!("--screenshot={}", shot.display());
-    assert!(chromium(&[&arg]).status.success());
-    let png = std::fs::read(&shot).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 50_000,
-        "a plot in it"
-    );
+    browser::screenshot(&svg_path, "1300,1450", &dir.join("incast.png"), 50_000);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -2,6 +2,8 @@
 //! happened (which packets it dropped or delivered twice, which the engine sent again), each
 //! lesson shows the rule it is about, and the HTML page shows it in a browser.
 
+mod browser;
+
 use softrnic::conversation::{Analysis, Mark};
 use softrnic::lesson::{self, LESSONS, Outcome};
 use softrnic_link::sim::{Fate, Sent};
@@ -245,12 +247,7 @@ fn the_dcqcn_lesson_page_plots_the_rate() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("A's rate over time (DCQCN), Mb/s:"), "{text}");
-    let dom = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium (Debian's chromium package)");
-    let dom = String::from_utf8(dom.stdout).unwrap();
+    let dom = browser::dom(&page, "1500,5000");
     let plot = dom.find("<svg class=\"rate\"").expect("the rate plot");
     let ladder = dom.find("<svg class=\"ladder\"").expect("the ladder");
     assert!(ladder < plot);
@@ -317,21 +314,7 @@ fn a_lessons_capture_gives_the_same_ladder() {
     );
     // The page, as a person sees it: headless Chromium renders it; its DOM has a packet per
     // packet sent, the lost one marked, and each packet's fields.
-    let shot = dir.join("gbn.png");
-    let chromium = |args: &[&str]| {
-        Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--window-size=1500,600",
-            ])
-            .args(args)
-            .arg(format!("file://{}", page.display()))
-            .output()
-            .expect("chromium (Debian's chromium package)")
-    };
-    let dom = String::from_utf8(chromium(&["--dump-dom"]).stdout).unwrap();
+    let dom = browser::dom(&page, "1500,600");
     let packets = dom.matches("<g class=\"packet").count();
     assert_eq!(packets, out.analysis.packets.len(), "{dom}");
     assert_eq!(
@@ -348,13 +331,7 @@ fn a_lessons_capture_gives_the_same_ladder() {
         out.analysis.packets.len()
     );
     assert!(dom.contains("BTH: Base Transport Header"));
-    let shot_arg = format!("--screenshot={}", shot.display());
-    assert!(chromium(&[&shot_arg]).status.success());
-    let png = std::fs::read(&shot).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "a screenshot with something in it"
-    );
+    browser::screenshot(&page, "1500,600", &dir.join("gbn.png"), 10_000);
 }
 
 #[test]
