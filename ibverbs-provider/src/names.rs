@@ -136,6 +136,29 @@ exported! {
         }
     }
 
+    /// `ibv_wr_opcode_str` (rdma-core 56 and later export it from `IBVERBS_PRIVATE_34`; its
+    /// `ibv_wr_*` tracing names). The opcodes rdma-core leaves unnamed (12, 13) are "unknown"
+    /// here, not a null pointer.
+    fn ibv_wr_opcode_str(opcode: u32) -> *const c_char {
+        match opcode {
+            0 => cstr!("rdma-write"),
+            1 => cstr!("rdma-write-with-imm"),
+            2 => cstr!("send"),
+            3 => cstr!("send-with-imm"),
+            4 => cstr!("rdma-read"),
+            5 => cstr!("atomic-cmp-and-swp"),
+            6 => cstr!("atomic-fetch-and-add"),
+            7 => cstr!("local-inv"),
+            8 => cstr!("bind-mw"),
+            9 => cstr!("send-with-inv"),
+            10 => cstr!("tso"),
+            11 => cstr!("driver1"),
+            14 => cstr!("flush"),
+            15 => cstr!("atomic-write"),
+            _ => cstr!("unknown"),
+        }
+    }
+
     /// `ibv_rate_to_mult`.
     fn ibv_rate_to_mult(rate: u32) -> c_int {
         rate_of(rate, |r| r.1)
@@ -173,5 +196,19 @@ mod tests {
             assert_eq!(mbps_to_ibv_rate(25781), IBV_RATE_25_GBPS);
             assert_eq!(mbps_to_ibv_rate(1), IBV_RATE_MAX);
         }
+    }
+
+    #[test]
+    fn work_request_opcodes_have_rdma_cores_names() {
+        let name = |op| {
+            // SAFETY: a pure function returning a static string.
+            unsafe { std::ffi::CStr::from_ptr(ibv_wr_opcode_str(op)) }
+                .to_str()
+                .unwrap()
+        };
+        assert_eq!(name(0), "rdma-write");
+        assert_eq!(name(15), "atomic-write");
+        assert_eq!(name(12), "unknown");
+        assert_eq!(name(99), "unknown");
     }
 }

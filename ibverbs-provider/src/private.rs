@@ -1,5 +1,5 @@
-//! What Debian's libmlx5 and libefa (which perftest and pyverbs load) import from
-//! `IBVERBS_PRIVATE_34`. Those providers register themselves from their constructors and then
+//! What Debian's provider libraries (libmlx5 and libefa, which perftest and pyverbs load, and
+//! every other one `ibverbs-providers` ships) import from `IBVERBS_PRIVATE_34`. Those providers register themselves from their constructors and then
 //! wait to be offered a kernel device, which softrnic never does, so none of these runs in
 //! practice; each fails cleanly if called: EOPNOTSUPP, or a null object with errno set, or
 //! nothing for the registration calls.
@@ -62,6 +62,55 @@ exported! {
 
     /// A kernel command for a hardware provider: not supported.
     fn ibv_cmd_create_counters() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// A kernel command for a hardware provider: not supported.
+    fn ibv_cmd_create_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// A kernel command for a hardware provider: not supported.
+    fn ibv_cmd_create_qp() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// The kernel's poll of a CQ for providers that have no mapped queue: -1, errno set (a
+    /// positive return would read as completions).
+    fn ibv_cmd_poll_cq() -> c_int {
+        set_errno(libc::EOPNOTSUPP);
+        -1
+    }
+
+    /// A kernel command for a hardware provider: not supported.
+    fn ibv_cmd_post_recv() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// A kernel command for a hardware provider: not supported.
+    fn ibv_cmd_post_send() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// A kernel command for a hardware provider: not supported.
+    fn ibv_cmd_post_srq_recv() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// A kernel command for a hardware provider: not supported.
+    fn ibv_cmd_req_notify_cq() -> c_int {
+        libc::EOPNOTSUPP
+    }
+
+    /// The attribute count of a kernel command being built: no command is ever built, and the
+    /// count asked for is the answer (its first argument, passed through).
+    fn __ioctl_final_num_attrs(num_attrs: u32) -> u32 {
+        num_attrs
+    }
+
+    /// A kernel command for a hardware provider (rdma-core 56's libmlx5 imports it): not
+    /// supported.
+    fn ibv_cmd_create_cq_ex2() -> c_int {
         libc::EOPNOTSUPP
     }
 
