@@ -1,0 +1,184 @@
+//! The drop-in libraries under another Debian release's userland: a root file system made with
+//! `debootstrap` from Debian's packages (kept in target/rdma-core/ROOTFS between runs), with that
+//! release's own rdma-core, perftest and rdmacm-utils, runs its programs against a softrnic
+//! daemon of this host. Today: Debian 13 (trixie, rdma-core 56). `scripts/rdma-core-gap`
+//! lists what the other releases still lack (docs/compatibility.md).
+//!
+//! A failure to build the root file system is the harness's, and says so; a program that fails
+//! inside it is softrnic's.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::*;
+
+const MIRROR: &str = "http://deb.debian.org/debian";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The suite's root file system, made once: a minimal base with the release's RDMA programs.
+fn rootfs(suite: &str) -> PathBuf {
+    let dir = root()
+        .join("target/rdma-core")
+        .join(format!("rootfs-{suite}"));
+    if dir.join(".complete").exists() {
+        return dir;
+    }
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    let out = Command::new("debootstrap")
+        .args([
+            "--variant=minbase",
+            "--include=perftest,ibverbs-utils,rdmacm-utils,libgcc-s1",
+            suite,
+        ])
+        .arg(&partial)
+        .arg(MIRROR)
+        .output()
+        .expect("harness: debootstrap (Debian's debootstrap package)");
+    assert!(
+        out.status.success(),
+        "harness: debootstrap {suite} failed:\n{}",
+        text(&out.stderr)
+    );
+    // A chroot needs what a real system has: names for localhost.
+    std::fs::copy("/etc/hosts", partial.join("etc/hosts")).unwrap();
+    std::fs::write(partial.join(".complete"), suite).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&partial, &dir).unwrap();
+    dir
+}
+
+/// The drop-ins, as `libibverbs.so.1` and `librdmacm.so.1`, in the root file system.
+fn install_dropins(rootfs: &Path) {
+    let built = Path::new(env!("CARGO_BIN_EXE_softrnic"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let dir = rootfs.join("opt/softrnic");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (from, to) in [
+        ("libsoftrnic_ibverbs_provider.so", "libibverbs.so.1"),
+        ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),
+    ] {
+        std::fs::copy(built.join(from), dir.join(to)).unwrap();
+    }
+}
+
+/// A program of the root file system, run in a mount namespace of its own where /proc, /sys,
+/// /dev and the daemon's socket directory are bound into it.
+fn in_rootfs(rootfs: &Path, socket: &Path, args: &[&str]) -> Command {
+    let sockdir = socket.parent().unwrap();
+    let inside = Path::new("/run/softrnic").join(socket.file_name().unwrap());
+    let r = rootfs.display();
+    let script = format!(
+        "set -e; for d in proc sys dev; do mount --bind /$d {r}/$d; done; \
+         mkdir -p {r}/run/softrnic; mount --bind {} {r}/run/softrnic; \
+         exec chroot {r} env LD_LIBRARY_PATH=/opt/softrnic SOFTRNIC_SOCKET={} \"$@\"",
+        sockdir.display(),
+        inside.display()
+    );
+    let mut c = Command::new("unshare");
+    c.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ])
+    .args(args);
+    c
+}
+
+fn finished(out: Output, what: &str) -> String {
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{what}: {:?}\n{all}", out.status);
+    all
+}
+
+#[test]
+fn debian_13_programs_run_on_the_drop_ins() {
+    let _serial = serial();
+    let rootfs = rootfs("trixie");
+    install_dropins(&rootfs);
+    let host = Host::start("trixie", None, None);
+    let gid = host.gid.to_string();
+    let dump = in_rootfs(&rootfs, &host.socket, &["dpkg-query", "-W", "libibverbs1*"])
+        .output()
+        .unwrap();
+    let versions = finished(dump, "dpkg-query");
+    assert!(
+        versions.contains("56."),
+        "rdma-core 56 in trixie: {versions}"
+    );
+    let info = in_rootfs(&rootfs, &host.socket, &["ibv_devinfo"])
+        .output()
+        .unwrap();
+    assert!(finished(info, "ibv_devinfo").contains("hca_id:\tsrnic0"));
+
+    let pairs: [(&[&str], &str); 6] = [
+        (&["ibv_rc_pingpong", "-n", "50", "-g", &gid], "50 iters in"),
+        (&["ib_write_bw", "-n", "200", "-x", &gid], "65536"),
+        (&["ib_read_lat", "-n", "200", "-x", &gid], "#bytes"),
+        (
+            &["ib_send_bw", "-c", "UD", "-n", "200", "-x", &gid],
+            "#bytes",
+        ),
+        (&["ib_atomic_bw", "-n", "200", "-x", &gid], "#bytes"),
+        (&["ib_write_bw", "-R", "-n", "200", "-x", &gid], "65536"),
+    ];
+    for (args, want) in pairs {
+        let port = next_port();
+        let mut server_args = args.to_vec();
+        server_args.extend(["-p", &port]);
+        let server = in_rootfs(&rootfs, &host.socket, &server_args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut server = Running(server);
+        // With -R perftest connects through RDMA CM, which listens on the port instead of TCP.
+        let cm = args.contains(&"-R");
+        server.wait_until("listened", || {
+            if cm {
+                cm_listening(&host, &port)
+            } else {
+                listening(None, &port)
+            }
+        });
+        let mut client_args = server_args.clone();
+        client_args.push("127.0.0.1");
+        let client = in_rootfs(&rootfs, &host.socket, &client_args)
+            .output()
+            .unwrap();
+        let out = finished(client, args[0]);
+        assert!(out.contains(want), "{args:?}: {out}");
+        // The server succeeded too (latency tests print their figures on the client only).
+        server.finish(&server_args);
+    }
+    // RDMA CM: rping through the drop-in librdmacm.
+    let port = next_port();
+    let rping = ["rping", "-C", "5", "-a", "127.0.0.1", "-p", &port];
+    let mut server_args = rping.to_vec();
+    server_args.insert(1, "-s");
+    let server = in_rootfs(&rootfs, &host.socket, &server_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Running(server);
+    server.wait_until("listened", || cm_listening(&host, &port));
+    let mut client_args = rping.to_vec();
+    client_args.splice(1..1, ["-c", "-v"]);
+    let client = in_rootfs(&rootfs, &host.socket, &client_args)
+        .output()
+        .unwrap();
+    assert!(finished(client, "rping").contains("ping data: rdma-ping-4"));
+    server.finish(&server_args);
+}
