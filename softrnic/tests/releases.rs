@@ -65,7 +65,13 @@ fn install_dropins(rootfs: &Path) {
         ("libsoftrnic_ibverbs_provider.so", "libibverbs.so.1"),
         ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),
     ] {
-        std::fs::copy(built.join(from), dir.join(to)).unwrap();
+        // cargo leaves the library beside the command or in deps/ (the newer is current).
+        let lib = [built.join(from), built.join("deps").join(from)]
+            .into_iter()
+            .filter(|p| p.is_file())
+            .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+            .unwrap_or_else(|| panic!("{from} not built"));
+        std::fs::copy(lib, dir.join(to)).unwrap();
     }
 }
 
