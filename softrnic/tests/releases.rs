@@ -102,6 +102,16 @@ fn in_rootfs(rootfs: &Path, socket: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// A server program of the root file system, started, its output kept for `finish`.
+fn started(rootfs: &Path, socket: &Path, args: &[&str]) -> Running {
+    let child = in_rootfs(rootfs, socket, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    Running(child)
+}
+
 fn finished(out: Output, what: &str) -> String {
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{what}: {:?}\n{all}", out.status);
@@ -143,12 +153,7 @@ fn debian_13_programs_run_on_the_drop_ins() {
         let port = next_port();
         let mut server_args = args.to_vec();
         server_args.extend(["-p", &port]);
-        let server = in_rootfs(&rootfs, &host.socket, &server_args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut server = Running(server);
+        let mut server = started(&rootfs, &host.socket, &server_args);
         // With -R perftest connects through RDMA CM, which listens on the port instead of TCP.
         let cm = args.contains(&"-R");
         server.wait_until("listened", || {
@@ -173,12 +178,7 @@ fn debian_13_programs_run_on_the_drop_ins() {
     let rping = ["rping", "-C", "5", "-a", "127.0.0.1", "-p", &port];
     let mut server_args = rping.to_vec();
     server_args.insert(1, "-s");
-    let server = in_rootfs(&rootfs, &host.socket, &server_args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Running(server);
+    let mut server = started(&rootfs, &host.socket, &server_args);
     server.wait_until("listened", || cm_listening(&host, &port));
     let mut client_args = rping.to_vec();
     client_args.splice(1..1, ["-c", "-v"]);
