@@ -186,8 +186,9 @@ fn port_attr(ctx: &Context) -> Result<ibv_port_attr, c_int> {
     Ok(a)
 }
 
-/// `verbs_context.query_port`: fills at most `size` bytes (older programs pass a shorter
-/// structure).
+/// `verbs_context.query_port`: `size` is the program's `sizeof(struct ibv_port_attr)`, shorter
+/// from an older header, longer from a newer one (`active_speed_ex`, and members to come,
+/// which read as zero).
 unsafe extern "C" fn query_port_ex(
     context: *mut ibv_context,
     port_num: u8,
@@ -198,13 +199,24 @@ unsafe extern "C" fn query_port_ex(
         return libc::EINVAL;
     }
     match self::port_attr(Context::from_ibv(context)) {
-        Ok(a) => {
-            let n = size.min(size_of::<ibv_port_attr>());
-            ptr::copy_nonoverlapping(ptr::addr_of!(a).cast::<u8>(), port_attr.cast::<u8>(), n);
+        Ok(attr) => {
+            let a = ibv_port_attr_newer {
+                active_speed_ex: u32::from(attr.active_speed),
+                attr,
+            };
+            fill(port_attr.cast(), size, &a);
             0
         }
         Err(e) => e,
     }
+}
+
+/// Copies `value` into the program's `size`-byte structure at `dst`: as much of it as fits,
+/// and zeros in whatever a newer header has beyond it.
+unsafe fn fill<T: Copy>(dst: *mut u8, size: usize, value: &T) {
+    ptr::write_bytes(dst, 0, size);
+    let n = size.min(size_of::<T>());
+    ptr::copy_nonoverlapping(ptr::from_ref(value).cast::<u8>(), dst, n);
 }
 
 /// The device attributes, rxe's flags.
@@ -282,8 +294,7 @@ unsafe extern "C" fn query_device_ex(
     a.device_cap_flags_ex = u64::from(a.orig_attr.device_cap_flags)
         | IB_UVERBS_DEVICE_FLUSH_GLOBAL
         | IB_UVERBS_DEVICE_ATOMIC_WRITE;
-    let n = size.min(size_of::<ibv_device_attr_ex>());
-    ptr::copy_nonoverlapping(ptr::addr_of!(a).cast::<u8>(), attr.cast::<u8>(), n);
+    fill(attr.cast(), size, &a);
     0
 }
 

@@ -8,6 +8,10 @@
 //! that program with `cc`, runs it and compares each line with the value computed on the Rust
 //! side, reporting all mismatches at once. Needs `gcc`, `libibverbs-dev` and `librdmacm-dev`
 //! installed.
+//!
+//! The mirror follows rdma-core 44 (Debian 12, this machine's headers); [`RELEASES`] says how the
+//! headers of rdma-core 33, 56 and 65 (Debian 11, 13 and unstable, fetched by
+//! `scripts/rdma-core-gap --fetch`) differ from it, and every release is checked against that.
 
 // Field sizes are taken through a raw pointer into a `MaybeUninit`, which needs `unsafe`.
 #![allow(unsafe_code)]
@@ -300,6 +304,21 @@ macro_rules! enums {
     };
 }
 
+/// `context_ops!(t, op, ...)`: how far each member of `verbs_context` lies before its `context`.
+/// A program finds `verbs_context` from an `ibv_context *` by its own header's offsets
+/// (`verbs_get_ctx_op`), and newer headers add members at the front, so these distances, not
+/// the offsets, are what every release must share; `sz` tells a program which members exist.
+macro_rules! context_ops {
+    ($t:ident, $($f:ident),* $(,)?) => {$({
+        let f = c_ident(stringify!($f));
+        $t.constant(
+            &format!("verbs_context.context - verbs_context.{f}"),
+            (offset_of!(verbs_context, context) - offset_of!(verbs_context, $f)) as i64,
+            &format!("offsetof(struct verbs_context, context) - offsetof(struct verbs_context, {f})"),
+        );
+    })*};
+}
+
 /// `consts!(t, IBV_FOO, BAR = "c expression", ...)`: the Rust constant equals the C one.
 macro_rules! consts {
     (@c $c:ident) => { stringify!($c) };
@@ -450,6 +469,73 @@ fn verbs_h(t: &mut Table) {
         wr_set_inline_data_list, wr_set_sge, wr_set_sge_list, wr_start, wr_complete, wr_abort,
         wr_atomic_write,
     });
+    context_ops!(
+        t,
+        query_port,
+        advise_mr,
+        alloc_null_mr,
+        read_counters,
+        attach_counters_point_flow,
+        create_counters,
+        destroy_counters,
+        reg_dm_mr,
+        alloc_dm,
+        free_dm,
+        modify_flow_action_esp,
+        destroy_flow_action,
+        create_flow_action_esp,
+        modify_qp_rate_limit,
+        alloc_parent_domain,
+        dealloc_td,
+        alloc_td,
+        modify_cq,
+        post_srq_ops,
+        destroy_rwq_ind_table,
+        create_rwq_ind_table,
+        destroy_wq,
+        modify_wq,
+        create_wq,
+        query_rt_values,
+        create_cq_ex,
+        r#priv,
+        query_device_ex,
+        ibv_destroy_flow,
+        ibv_create_flow,
+        open_qp,
+        create_qp_ex,
+        get_srq_num,
+        create_srq_ex,
+        open_xrcd,
+        close_xrcd,
+        sz,
+    );
+    // Members newer headers append.
+    let qp_ex = CBase {
+        c_type: "struct ibv_qp_ex",
+        path: "",
+    };
+    let flush = size_of::<ibv_wr_flush_fn>();
+    t.field(
+        "ibv_qp_ex",
+        "wr_flush",
+        "wr_flush",
+        size_of::<ibv_qp_ex>(),
+        Some(flush),
+        &qp_ex,
+    );
+    let port = CBase {
+        c_type: "struct ibv_port_attr",
+        path: "",
+    };
+    let speed = offset_of!(ibv_port_attr_newer, active_speed_ex);
+    t.field(
+        "ibv_port_attr",
+        "active_speed_ex",
+        "active_speed_ex",
+        speed,
+        Some(4),
+        &port,
+    );
     layout!(t, struct ibv_ece { vendor_id, options, comp_mask });
     layout!(t, struct ibv_comp_channel { context, fd, refcnt });
     layout!(t, struct ibv_cq {
@@ -1022,8 +1108,13 @@ fn cc(args: &[&std::ffi::OsStr]) -> std::process::Output {
     }
 }
 
-/// Compiles and runs `program`, returning its stdout.
-fn run_c(program: &str) -> String {
+/// Compiles and runs `program` against the headers in `include` (this machine's if `None`),
+/// returning its stdout.
+fn run_c(program: &str, include: Option<&std::path::Path>) -> String {
+    let include: Vec<&std::ffi::OsStr> = match include {
+        Some(dir) => vec!["-I".as_ref(), dir.as_os_str()],
+        None => Vec::new(),
+    };
     let dir = TempDir::new();
 
     // First make sure the header itself is there, so that a missing package is not reported as
@@ -1031,11 +1122,15 @@ fn run_c(program: &str) -> String {
     let probe = dir.0.join("probe.c");
     std::fs::write(&probe, "#include <infiniband/verbs.h>\n").expect("write C source");
     let out = cc(&[
-        "-E".as_ref(),
-        "-o".as_ref(),
-        "/dev/null".as_ref(),
-        probe.as_os_str(),
-    ]);
+        &include[..],
+        &[
+            "-E".as_ref(),
+            "-o".as_ref(),
+            "/dev/null".as_ref(),
+            probe.as_os_str(),
+        ],
+    ]
+    .concat());
     if !out.status.success() {
         panic!(
             "cannot include <infiniband/verbs.h>; install the rdma-core 44 development headers \
@@ -1048,11 +1143,15 @@ fn run_c(program: &str) -> String {
     let exe = dir.0.join("layout");
     std::fs::write(&src, program).expect("write C source");
     let out = cc(&[
-        "-std=gnu11".as_ref(),
-        "-o".as_ref(),
-        exe.as_os_str(),
-        src.as_os_str(),
-    ]);
+        &include[..],
+        &[
+            "-std=gnu11".as_ref(),
+            "-o".as_ref(),
+            exe.as_os_str(),
+            src.as_os_str(),
+        ],
+    ]
+    .concat());
     if !out.status.success() {
         panic!(
             "compiling the generated C program failed:\n{}",
@@ -1145,11 +1244,111 @@ fn rdma_cma_h(t: &mut Table) {
     );
 }
 
-/// Builds `header`'s checks, runs the C side and compares.
-fn check(header: &str, build: fn(&mut Table)) {
+/// An rdma-core release whose headers the mirror is compared with.
+struct Release {
+    rdma_core: u32,
+    /// Debian's suite with this release; `None`: this machine's headers.
+    suite: Option<&'static str>,
+    /// Members, enum types and constants the release's headers do not have (they came later):
+    /// checks whose name ends in one of these are not made.
+    absent: &'static [&'static str],
+    /// Checks with another value in this release, and that value.
+    differs: &'static [(&'static str, i64)],
+}
+
+/// rdma-core 44 and what makes the others differ from it. Structures grow at their end: a
+/// program built with an older header passes or reads a shorter one, with a newer header a
+/// longer one, and the provider copes with both (noted where).
+const RELEASES: [Release; 4] = [
+    Release {
+        rdma_core: 33,
+        suite: Some("bullseye"),
+        absent: &[
+            "ibv_dm.handle",
+            "ibv_device_attr_ex.phys_port_cnt_ex",
+            "ibv_qp_ex.wr_atomic_write",
+            "ibv_qp_ex.wr_flush",
+            "ibv_port_attr.active_speed_ex",
+            "ibv_fork_status",
+            "ibv_dm_mask",
+            "IBV_FORK_DISABLED",
+            "IBV_FORK_ENABLED",
+            "IBV_FORK_UNNEEDED",
+            "IBV_DM_MASK_HANDLE",
+            "IBV_PORT_LINK_SPEED_NDR_SUP",
+            "IBV_WC_ATOMIC_WRITE",
+            "IBV_WC_DRIVER2",
+            "IBV_WC_DRIVER3",
+            "IBV_RATE_800_GBPS",
+            "IBV_RATE_1200_GBPS",
+            "IBV_QP_EX_WITH_ATOMIC_WRITE",
+            "IBV_WR_ATOMIC_WRITE",
+        ],
+        // `ibv_qp_ex` ends before `wr_atomic_write`; `ibv_dm` and `ibv_device_attr_ex` kept
+        // their sizes (their new members took the room of padding and a reserved field).
+        differs: &[("sizeof ibv_qp_ex", 344)],
+    },
+    Release {
+        rdma_core: 44,
+        suite: None,
+        absent: &["ibv_qp_ex.wr_flush", "ibv_port_attr.active_speed_ex"],
+        differs: &[],
+    },
+    Release {
+        rdma_core: 56,
+        suite: Some("trixie"),
+        absent: &[],
+        differs: NEWER,
+    },
+    Release {
+        rdma_core: 65,
+        suite: Some("sid"),
+        absent: &[],
+        differs: NEWER,
+    },
+];
+
+/// Since rdma-core 56 (at the latest): `ibv_port_attr` ends in `active_speed_ex`, which
+/// `query_port` fills when the program's structure has it, and `ibv_qp_ex` in `wr_flush`, which
+/// the provider places right after rdma-core 44's structure.
+const NEWER: &[(&str, i64)] = &[("sizeof ibv_port_attr", 56), ("sizeof ibv_qp_ex", 360)];
+
+impl Release {
+    fn name(&self) -> String {
+        format!("rdma-core {}", self.rdma_core)
+    }
+
+    /// The release's include directory, fetched from Debian if need be.
+    fn include(&self) -> Option<PathBuf> {
+        let suite = self.suite?;
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+        let out = Command::new(root.join("scripts/rdma-core-gap"))
+            .args(["--fetch", suite])
+            .output()
+            .expect("run scripts/rdma-core-gap");
+        assert!(
+            out.status.success(),
+            "fetching Debian {suite}'s rdma-core headers failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let dir = String::from_utf8(out.stdout).expect("a path");
+        Some(PathBuf::from(dir.trim()).join("usr/include"))
+    }
+}
+
+/// Builds `header`'s checks, runs the C side against `release`'s headers and compares.
+fn check(header: &str, build: fn(&mut Table), release: &Release) {
     let mut t = Table::default();
     build(&mut t);
-    let output = run_c(&t.c_program());
+    let last_word = |name: &str| name.rsplit(' ').next().unwrap_or_default().to_string();
+    t.checks
+        .retain(|c| !release.absent.contains(&last_word(&c.name).as_str()));
+    for check in &mut t.checks {
+        if let Some(&(_, v)) = release.differs.iter().find(|(n, _)| *n == check.name) {
+            check.rust = v;
+        }
+    }
+    let output = run_c(&t.c_program(), release.include().as_deref());
 
     let mut c_values = BTreeMap::new();
     for line in output.lines() {
@@ -1172,29 +1371,17 @@ fn check(header: &str, build: fn(&mut Table)) {
     }
     assert!(
         mismatches.is_empty(),
-        "{} of {} ABI checks differ from {header}:\n{}",
+        "{} of {} ABI checks differ from {}'s {header}:\n{}",
         mismatches.len(),
         t.checks.len(),
+        release.name(),
         mismatches.join("\n")
     );
     println!(
-        "{header}: {} checks passed: {} types, {} fields, {} enum types, {} constants",
+        "{}'s {header}: {} checks passed",
+        release.name(),
         t.checks.len(),
-        t.types,
-        t.fields,
-        t.enums,
-        t.consts
     );
-}
-
-#[test]
-fn abi_matches_verbs_h() {
-    check("<infiniband/verbs.h>", verbs_h);
-}
-
-#[test]
-fn abi_matches_rdma_cma_h() {
-    check("<rdma/rdma_cma.h>", rdma_cma_h);
 }
 
 fn rsocket_h(t: &mut Table) {
@@ -1209,7 +1396,36 @@ fn rsocket_h(t: &mut Table) {
     );
 }
 
+/// The three headers the mirror covers, as `release` has them.
+fn headers(release: &Release) {
+    check("<infiniband/verbs.h>", verbs_h, release);
+    check("<rdma/rdma_cma.h>", rdma_cma_h, release);
+    check("<rdma/rsocket.h>", rsocket_h, release);
+}
+
+fn release(rdma_core: u32) -> &'static Release {
+    RELEASES
+        .iter()
+        .find(|r| r.rdma_core == rdma_core)
+        .expect("a listed release")
+}
+
 #[test]
-fn abi_matches_rsocket_h() {
-    check("<rdma/rsocket.h>", rsocket_h);
+fn abi_matches_rdma_core_44_headers() {
+    headers(release(44));
+}
+
+#[test]
+fn abi_matches_rdma_core_33_headers() {
+    headers(release(33));
+}
+
+#[test]
+fn abi_matches_rdma_core_56_headers() {
+    headers(release(56));
+}
+
+#[test]
+fn abi_matches_rdma_core_65_headers() {
+    headers(release(65));
 }

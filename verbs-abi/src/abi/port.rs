@@ -86,3 +86,14 @@ pub struct ibv_port_attr {
     pub flags: u8,
     pub port_cap_flags2: u16,
 }
+
+/// `ibv_port_attr` as newer rdma-core headers (56, 65) have it: rdma-core 44's structure and
+/// one member appended. `query_port` is told how long the program's structure is and fills
+/// the member only for a program built with such a header.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_port_attr_newer {
+    pub attr: ibv_port_attr,
+    /// The active speed as a 32-bit `IBV_SPEED_*` value (room for speeds beyond 8 bits).
+    pub active_speed_ex: u32,
+}
