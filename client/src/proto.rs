@@ -365,6 +365,18 @@ pub enum Request {
     },
     /// `rdma_notify` with IBV_EVENT_COMM_EST: the QP received before the RTU came.
     CmNotify(u32),
+    /// `rdma_write_cm_event` (rdma-core 65): queue an event of the program's own on the id's
+    /// channel (USER, or ADDRINFO_RESOLVED for the library's `rdma_resolve_addrinfo`).
+    CmWriteEvent {
+        /// The id.
+        id: u32,
+        /// `enum rdma_cm_event_type`.
+        event: u32,
+        /// The event's status.
+        status: i32,
+        /// The event's `param.arg`.
+        arg: u64,
+    },
     /// `rdma_set_option`.
     CmSetOption {
         /// The id.
@@ -424,6 +436,7 @@ impl Request {
                 | Request::CmDisconnect(_)
                 | Request::CmInitQpAttr { .. }
                 | Request::CmNotify(_)
+                | Request::CmWriteEvent { .. }
                 | Request::CmSetOption { .. }
                 | Request::CmMigrate(_)
                 | Request::CmJoin { .. }
@@ -599,6 +612,10 @@ pub mod cm_event {
     pub const MULTICAST_ERROR: u32 = 13;
     pub const ADDR_CHANGE: u32 = 14;
     pub const TIMEWAIT_EXIT: u32 = 15;
+    /// rdma-core 65.
+    pub const ADDRINFO_RESOLVED: u32 = 16;
+    pub const ADDRINFO_ERROR: u32 = 17;
+    pub const USER: u32 = 18;
 }
 
 /// A listening rdma_cm id, as `softrnic status` shows it.
@@ -629,6 +646,8 @@ pub struct CmEvent {
     pub ah: Option<softrnic_emu_core::AddressHandle>,
     /// For MULTICAST_JOIN and MULTICAST_ERROR: the join's handle.
     pub mc: Option<u32>,
+    /// For USER: the program's `param.arg`.
+    pub arg: u64,
 }
 
 /// Encodes a message without a length prefix (for a ring slot).

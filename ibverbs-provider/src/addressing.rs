@@ -122,3 +122,5 @@ exported! {
         libc::EOPNOTSUPP
     }
 }
+
+crate::private::other_private_versions!(ibv_query_gid_type);

@@ -135,3 +135,5 @@ exported! {
         let _ = (dst, src);
     }
 }
+
+crate::private::other_private_versions!(ibv_read_ibdev_sysfs_file);

@@ -37,6 +37,7 @@ pub mod names;
 pub mod private;
 pub mod qp;
 pub mod qp_ex;
+pub mod recent;
 pub mod xrc;
 
 /// Takes one notification byte from a channel's or the context's event fd, blocking or not as

@@ -20,7 +20,7 @@ pub struct Ah {
 }
 
 /// Registers `[addr, addr + length)`, which work requests and remote peers name from `iova` on.
-unsafe fn reg(
+pub(crate) unsafe fn reg(
     pd: *mut ibv_pd,
     addr: *mut c_void,
     length: usize,

@@ -180,6 +180,8 @@ exported! {
     }
 }
 
+crate::private::other_private_versions!(ibv_wr_opcode_str);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -29,6 +29,10 @@ pub const RDMA_CM_EVENT_MULTICAST_JOIN: u32 = 12;
 pub const RDMA_CM_EVENT_MULTICAST_ERROR: u32 = 13;
 pub const RDMA_CM_EVENT_ADDR_CHANGE: u32 = 14;
 pub const RDMA_CM_EVENT_TIMEWAIT_EXIT: u32 = 15;
+/// rdma-core 65 (`rdma_resolve_addrinfo`, `rdma_write_cm_event`).
+pub const RDMA_CM_EVENT_ADDRINFO_RESOLVED: u32 = 16;
+pub const RDMA_CM_EVENT_ADDRINFO_ERROR: u32 = 17;
+pub const RDMA_CM_EVENT_USER: u32 = 18;
 
 pub type rdma_port_space = u32;
 pub const RDMA_PS_IPOIB: u32 = 0x0002;
@@ -44,6 +48,9 @@ pub const RAI_PASSIVE: c_int = 1;
 pub const RAI_NUMERICHOST: c_int = 2;
 pub const RAI_NOROUTE: c_int = 4;
 pub const RAI_FAMILY: c_int = 8;
+/// rdma-core 65: resolve through the subnet administrator, or through DNS.
+pub const RAI_SA: c_int = 0x10;
+pub const RAI_DNS: c_int = 0x20;
 
 pub const RDMA_OPTION_ID: c_int = 0;
 pub const RDMA_OPTION_IB: c_int = 1;
@@ -195,6 +202,8 @@ pub struct rdma_ud_param {
 pub union rdma_cm_event_param {
     pub conn: rdma_conn_param,
     pub ud: rdma_ud_param,
+    /// rdma-core 65: a USER event's value.
+    pub arg: u64,
 }
 
 #[repr(C)]

@@ -231,4 +231,68 @@ exported! {
         }
         id::destroy(id);
     }
+
+    /// `rdma_resolve_addrinfo` (rdma-core 65): `rdma_getaddrinfo` for the id, its result told
+    /// by an ADDRINFO_RESOLVED event and taken with `rdma_query_addrinfo`. EBUSY while one is
+    /// under way; a subnet administrator query (RAI_SA) is not supported on RoCE (ENOTSUP, as
+    /// rdma-core for the combinations it refuses); a failed lookup is ENOENT.
+    fn rdma_resolve_addrinfo(
+        id: *mut rdma_cm_id,
+        node: *const c_char,
+        service: *const c_char,
+        hints: *const rdma_addrinfo,
+    ) -> c_int {
+        if id.is_null() {
+            return fail(libc::EINVAL);
+        }
+        if hints.as_ref().is_some_and(|h| h.ai_flags & RAI_SA != 0) {
+            return fail(libc::ENOTSUP);
+        }
+        let p = id::private(id);
+        {
+            let mut r = p.addrinfo.lock().unwrap_or_else(|x| x.into_inner());
+            if r.busy {
+                return fail(libc::EBUSY);
+            }
+            r.busy = true;
+        }
+        let mut ai = std::ptr::null_mut();
+        let found = match rdma_getaddrinfo(node, service, hints, &mut ai) {
+            0 => Ok(()),
+            libc::EAI_SYSTEM => Err(*libc::__errno_location()),
+            _ => Err(libc::ENOENT),
+        };
+        let done = found.and_then(|()| {
+            p.addrinfo.lock().unwrap_or_else(|x| x.into_inner()).ai = std::ptr::NonNull::new(ai);
+            id::write_event(id, RDMA_CM_EVENT_ADDRINFO_RESOLVED, 0, 0)
+        });
+        match done.and_then(|()| id::complete(id)) {
+            Ok(()) => 0,
+            Err(e) => {
+                let mut r = p.addrinfo.lock().unwrap_or_else(|x| x.into_inner());
+                if let Some(ai) = r.ai.take() {
+                    rdma_freeaddrinfo(ai.as_ptr());
+                }
+                r.busy = false;
+                fail(e)
+            }
+        }
+    }
+
+    /// `rdma_query_addrinfo` (rdma-core 65): hands over what `rdma_resolve_addrinfo` found
+    /// (ENOENT if nothing is resolved); the program frees it with `rdma_freeaddrinfo`.
+    fn rdma_query_addrinfo(id: *mut rdma_cm_id, info: *mut *mut rdma_addrinfo) -> c_int {
+        if id.is_null() || info.is_null() {
+            return fail(libc::EINVAL);
+        }
+        let mut r = id::private(id).addrinfo.lock().unwrap_or_else(|x| x.into_inner());
+        match r.ai.take() {
+            Some(ai) if r.busy => {
+                *info = ai.as_ptr();
+                r.busy = false;
+                0
+            }
+            _ => fail(libc::ENOENT),
+        }
+    }
 }

@@ -41,6 +41,16 @@ pub(crate) struct IdPriv {
     /// to wait on.
     completed: Mutex<Acked>,
     acked: Condvar,
+    /// `rdma_resolve_addrinfo`'s state.
+    pub addrinfo: Mutex<Resolving>,
+}
+
+/// An `rdma_resolve_addrinfo` under way (`busy`), and its result until `rdma_query_addrinfo`
+/// takes it.
+#[derive(Default)]
+pub(crate) struct Resolving {
+    pub busy: bool,
+    pub ai: Option<std::ptr::NonNull<rdma_addrinfo>>,
 }
 
 /// Events acknowledged: of the id, and of each multicast join (by handle).
@@ -143,6 +153,7 @@ unsafe fn make(
         mcs: Mutex::new(Vec::new()),
         completed: Mutex::new(Acked::default()),
         acked: Condvar::new(),
+        addrinfo: Mutex::new(Resolving::default()),
     }));
     register(handle, p);
     Ok(p)
@@ -237,6 +248,23 @@ pub(crate) unsafe fn complete(id: *mut rdma_cm_id) -> Result<(), c_int> {
         _ if e.event == RDMA_CM_EVENT_REJECTED => Err(libc::ECONNREFUSED),
         s => Err(s.abs()),
     }
+}
+
+/// Queues an event of the library's or the program's own on the id's channel.
+pub(crate) unsafe fn write_event(
+    id: *mut rdma_cm_id,
+    event: rdma_cm_event_type,
+    status: c_int,
+    arg: u64,
+) -> Result<(), c_int> {
+    let handle = private(id).handle;
+    let req = Request::CmWriteEvent {
+        id: handle,
+        event,
+        status,
+        arg,
+    };
+    call(id, "rdma_write_cm_event", req)
 }
 
 /// Moves the id's QP to the error state, if it has one.
@@ -464,6 +492,10 @@ pub(crate) unsafe fn event(ev: CmEvent) -> Result<Option<*mut rdma_cm_event>, c_
         RDMA_CM_EVENT_MULTICAST_JOIN | RDMA_CM_EVENT_MULTICAST_ERROR => {
             crate::multicast::process(id, &mut out.event, ev.mc)
         }
+        RDMA_CM_EVENT_USER => {
+            out.event.param.arg = ev.arg;
+            false
+        }
         RDMA_CM_EVENT_REJECTED | RDMA_CM_EVENT_DISCONNECTED if p.connect_error => true,
         RDMA_CM_EVENT_REJECTED => {
             qp_error(id);
@@ -525,6 +557,15 @@ pub(crate) unsafe fn destroy(id: *mut rdma_cm_id) -> c_int {
     // id up (it would drop the event, unacknowledged, and this wait would never end).
     wait_acked(p, reported);
     unregister(p.handle);
+    let resolved = p
+        .addrinfo
+        .get_mut()
+        .unwrap_or_else(|x| x.into_inner())
+        .ai
+        .take();
+    if let Some(ai) = resolved {
+        crate::addrinfo::rdma_freeaddrinfo(ai.as_ptr());
+    }
     if p.sync {
         channel::close(p.id.channel);
     }
@@ -788,6 +829,15 @@ exported! {
         }
         let handle = private(id).handle;
         result(call(id, "rdma_notify", Request::CmNotify(handle)))
+    }
+
+    /// `rdma_write_cm_event` (rdma-core 65): a USER event, with `status` and `arg`, on the id's
+    /// channel (EINVAL for any other kind).
+    fn rdma_write_cm_event(id: *mut rdma_cm_id, event: rdma_cm_event_type, status: c_int, arg: u64) -> c_int {
+        if id.is_null() || event != RDMA_CM_EVENT_USER {
+            return fail(libc::EINVAL);
+        }
+        result(write_event(id, event, status, arg))
     }
 
     /// `rdma_disconnect`: the QP to the error state, then the DREQ (or the DREP).

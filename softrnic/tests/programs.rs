@@ -486,16 +486,7 @@ fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_softrnic"));
     std::fs::copy(&bin, dir.join("softrnic")).unwrap();
     for lib in ["libsoftrnic_ibverbs_provider.so", "libsoftrnic_rdmacm.so"] {
-        let built = [
-            bin.with_file_name(lib),
-            bin.with_file_name("deps").join(lib),
-        ];
-        let newest = built
-            .iter()
-            .filter(|p| p.is_file())
-            .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-            .unwrap_or_else(|| panic!("{lib} is built beside the command"));
-        std::fs::copy(newest, dir.join(lib)).unwrap();
+        std::fs::copy(dropin(lib), dir.join(lib)).unwrap();
     }
     // Readable by all, and writable for the daemon's socket and log and exec's link.
     let chmod = Command::new("chmod")

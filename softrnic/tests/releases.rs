@@ -55,23 +55,13 @@ fn rootfs(suite: &str) -> PathBuf {
 
 /// The drop-ins, as `libibverbs.so.1` and `librdmacm.so.1`, in the root file system.
 fn install_dropins(rootfs: &Path) {
-    let built = Path::new(env!("CARGO_BIN_EXE_softrnic"))
-        .parent()
-        .unwrap()
-        .to_owned();
     let dir = rootfs.join("opt/softrnic");
     std::fs::create_dir_all(&dir).unwrap();
     for (from, to) in [
         ("libsoftrnic_ibverbs_provider.so", "libibverbs.so.1"),
         ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),
     ] {
-        // cargo leaves the library beside the command or in deps/ (the newer is current).
-        let lib = [built.join(from), built.join("deps").join(from)]
-            .into_iter()
-            .filter(|p| p.is_file())
-            .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-            .unwrap_or_else(|| panic!("{from} not built"));
-        std::fs::copy(lib, dir.join(to)).unwrap();
+        std::fs::copy(dropin(from), dir.join(to)).unwrap();
     }
 }
 

@@ -1190,7 +1190,7 @@ fn rdma_cma_h(t: &mut Table) {
         retry_count, rnr_retry_count, srq, qp_num,
     });
     layout!(t, struct rdma_ud_param { private_data, private_data_len, ah_attr, qp_num, qkey });
-    layout!(t, rdma_cm_event_param = struct rdma_cm_event . "param" { conn, ud });
+    layout!(t, rdma_cm_event_param = struct rdma_cm_event . "param" { conn, ud, arg });
     layout!(t, struct rdma_cm_event { id, listen_id, event, status, param });
     layout!(t, struct rdma_addrinfo {
         ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len, ai_src_addr,
@@ -1217,6 +1217,9 @@ fn rdma_cma_h(t: &mut Table) {
         RDMA_CM_EVENT_MULTICAST_ERROR,
         RDMA_CM_EVENT_ADDR_CHANGE,
         RDMA_CM_EVENT_TIMEWAIT_EXIT,
+        RDMA_CM_EVENT_ADDRINFO_RESOLVED,
+        RDMA_CM_EVENT_ADDRINFO_ERROR,
+        RDMA_CM_EVENT_USER,
         RDMA_PS_IPOIB,
         RDMA_PS_TCP,
         RDMA_PS_UDP,
@@ -1228,6 +1231,8 @@ fn rdma_cma_h(t: &mut Table) {
         RAI_NUMERICHOST,
         RAI_NOROUTE,
         RAI_FAMILY,
+        RAI_SA,
+        RAI_DNS,
         RDMA_OPTION_ID,
         RDMA_OPTION_IB,
         RDMA_OPTION_ID_TOS,
@@ -1283,6 +1288,12 @@ const RELEASES: [Release; 4] = [
             "IBV_RATE_1200_GBPS",
             "IBV_QP_EX_WITH_ATOMIC_WRITE",
             "IBV_WR_ATOMIC_WRITE",
+            "rdma_cm_event_param.arg",
+            "RDMA_CM_EVENT_ADDRINFO_RESOLVED",
+            "RDMA_CM_EVENT_ADDRINFO_ERROR",
+            "RDMA_CM_EVENT_USER",
+            "RAI_SA",
+            "RAI_DNS",
         ],
         // `ibv_qp_ex` ends before `wr_atomic_write`; `ibv_dm` and `ibv_device_attr_ex` kept
         // their sizes (their new members took the room of padding and a reserved field).
@@ -1291,13 +1302,29 @@ const RELEASES: [Release; 4] = [
     Release {
         rdma_core: 44,
         suite: None,
-        absent: &["ibv_qp_ex.wr_flush", "ibv_port_attr.active_speed_ex"],
+        absent: &[
+            "ibv_qp_ex.wr_flush",
+            "ibv_port_attr.active_speed_ex",
+            "rdma_cm_event_param.arg",
+            "RDMA_CM_EVENT_ADDRINFO_RESOLVED",
+            "RDMA_CM_EVENT_ADDRINFO_ERROR",
+            "RDMA_CM_EVENT_USER",
+            "RAI_SA",
+            "RAI_DNS",
+        ],
         differs: &[],
     },
     Release {
         rdma_core: 56,
         suite: Some("trixie"),
-        absent: &[],
+        absent: &[
+            "rdma_cm_event_param.arg",
+            "RDMA_CM_EVENT_ADDRINFO_RESOLVED",
+            "RDMA_CM_EVENT_ADDRINFO_ERROR",
+            "RDMA_CM_EVENT_USER",
+            "RAI_SA",
+            "RAI_DNS",
+        ],
         differs: NEWER,
     },
     Release {

@@ -292,6 +292,7 @@ fn event(id: u32, kind: u32, status: i32) -> CmEvent {
         param: ConnParam::default(),
         ah: None,
         mc: None,
+        arg: 0,
     }
 }
 
@@ -388,6 +389,7 @@ impl Daemon {
                     | Request::CmQuery(id)
                     | Request::CmDisconnect(id)
                     | Request::CmNotify(id)
+                    | Request::CmWriteEvent { id, .. }
                     | Request::CmBind { id, .. }
                     | Request::CmResolveAddr { id, .. }
                     | Request::CmListen { id, .. }
@@ -429,6 +431,23 @@ impl Daemon {
                 Reply::Ok
             }
             Request::CmQuery(_) => Reply::CmRoute(self.route(id)),
+            // As the kernel's `ucma_write_cm_event`: only the events a program may make.
+            Request::CmWriteEvent {
+                event: kind @ (event::USER | event::ADDRINFO_RESOLVED),
+                status,
+                arg,
+                ..
+            } => {
+                self.queue_event(
+                    id,
+                    CmEvent {
+                        arg,
+                        ..event(id, kind, status)
+                    },
+                );
+                Reply::Ok
+            }
+            Request::CmWriteEvent { .. } => error(libc::EINVAL, "not an event a program writes"),
             Request::CmJoin { addr, .. } => self.cm_join(id, addr),
             Request::CmListen { backlog, .. } => self.cm_listen(id, backlog),
             Request::CmConnect { param, .. } => self.cm_connect(now, id, param),

@@ -9,6 +9,7 @@
 //! Datagram rsockets (`SOCK_DGRAM`) are not provided (ENOTSUP).
 
 mod connection;
+mod epoll;
 mod options;
 mod poll;
 mod proto;
@@ -292,7 +293,7 @@ exported! {
 
     /// `rclose`: shuts the connection down (or stops listening) and frees the socket.
     fn rclose(socket: c_int) -> c_int {
-        close(socket)
+        epoll::close(socket).unwrap_or_else(|| close(socket))
     }
 
     /// `rrecv`.

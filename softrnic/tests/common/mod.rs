@@ -201,6 +201,36 @@ impl Drop for Running {
     }
 }
 
+/// Where cargo left drop-in library `lib` (`libsoftrnic_rdmacm.so`, ...): beside the command or
+/// in deps/ (the newer is current).
+pub fn dropin(lib: &str) -> PathBuf {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_softrnic"));
+    [
+        bin.with_file_name(lib),
+        bin.with_file_name("deps").join(lib),
+    ]
+    .into_iter()
+    .filter(|p| p.is_file())
+    .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+    .unwrap_or_else(|| panic!("{lib} not built"))
+}
+
+/// The include directory of Debian `suite`'s rdma-core headers (fetched by
+/// `scripts/rdma-core-gap --fetch`), for programs built as that release builds them.
+pub fn rdma_core_headers(suite: &str) -> PathBuf {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/rdma-core-gap");
+    let out = Command::new(script)
+        .args(["--fetch", suite])
+        .output()
+        .expect("run scripts/rdma-core-gap");
+    assert!(
+        out.status.success(),
+        "fetching {suite}'s headers: {}",
+        text(&out.stderr)
+    );
+    PathBuf::from(text(&out.stdout).trim()).join("usr/include")
+}
+
 /// Compiles `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs`.
 pub fn c_program(name: &str, libs: &[&str]) -> PathBuf {
     c_program_with("cc", name, libs)

@@ -96,6 +96,43 @@ pub struct ibv_mr {
     pub rkey: u32,
 }
 
+/// `ibv_dmah` (rdma-core 65): a DMA handle (TLP processing hints), which no software NIC has.
+#[repr(C)]
+pub struct ibv_dmah {
+    pub context: *mut ibv_context,
+}
+
+/// `ibv_buf` (rdma-core 65): memory from `ibv_alloc_buf`. Its layout is libibverbs' own
+/// (`driver.h`), never a program's, so this one is the drop-in's.
+pub struct ibv_buf {
+    pub addr: *mut c_void,
+    pub size: usize,
+    pub pd: *mut ibv_pd,
+}
+
+/// `ibv_mr_init_attr::comp_mask` bits (`enum ibv_mr_init_attr_mask`, rdma-core 65).
+pub const IBV_REG_MR_MASK_IOVA: u64 = 1 << 0;
+pub const IBV_REG_MR_MASK_ADDR: u64 = 1 << 1;
+pub const IBV_REG_MR_MASK_FD: u64 = 1 << 2;
+pub const IBV_REG_MR_MASK_FD_OFFSET: u64 = 1 << 3;
+pub const IBV_REG_MR_MASK_DMAH: u64 = 1 << 4;
+pub const IBV_REG_MR_MASK_BUF: u64 = 1 << 5;
+
+/// What `ibv_reg_mr_ex` (rdma-core 65) registers; `comp_mask` says which members are set.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_mr_init_attr {
+    pub length: usize,
+    pub access: c_int,
+    pub comp_mask: u64,
+    pub iova: u64,
+    pub addr: *mut c_void,
+    pub fd: c_int,
+    pub fd_offset: u64,
+    pub dmah: *mut ibv_dmah,
+    pub buf: *mut ibv_buf,
+}
+
 pub type ibv_mw_type = u32;
 pub const IBV_MW_TYPE_1: ibv_mw_type = 1;
 pub const IBV_MW_TYPE_2: ibv_mw_type = 2;
