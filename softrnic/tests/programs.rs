@@ -780,6 +780,17 @@ fn atomic_writes_and_flushes_run_through_the_extended_send_api() {
     assert_eq!(text(&out.stdout), "atomic_write_flush: ok\n");
 }
 
+/// A program built with rdma-core 65's headers: its new verbs, and its longer `ibv_port_attr`.
+#[test]
+fn rdma_core_65s_new_verbs_behave_as_libibverbs_documents() {
+    let _serial = serial();
+    let exe = c_program_for_rdma_core_65("verbs_65");
+    let host = Host::start("verbs65", None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "verbs 65: ok\n");
+}
+
 /// Regions registered with an IOVA other than their address (`ibv_reg_mr_iova`): a WRITE and a
 /// READ whose work requests name both regions by their IOVAs move the right bytes, and the
 /// buffer's own address is no name of the region (remote access error).

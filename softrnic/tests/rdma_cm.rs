@@ -6,7 +6,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -328,21 +327,7 @@ fn rstream_and_riostream_move_checked_data_over_rsockets() {
 #[test]
 fn rdma_core_65s_new_calls_work() {
     let _serial = serial();
-    // Built as against rdma-core 65 (its headers; its librdmacm's symbols are the drop-in's).
-    let include = common::rdma_core_headers("sid");
-    let libdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdmacm-65");
-    std::fs::create_dir_all(&libdir).unwrap();
-    let _ = std::fs::remove_file(libdir.join("librdmacm.so"));
-    std::os::unix::fs::symlink(dropin("libsoftrnic_rdmacm.so"), libdir.join("librdmacm.so"))
-        .unwrap();
-    let exe = c_program(
-        "rdma_core_65",
-        &[
-            &format!("-I{}", include.display()),
-            &format!("-L{}", libdir.display()),
-            "-lrdmacm",
-        ],
-    );
+    let exe = c_program_for_rdma_core_65("rdma_core_65");
     let s = Setup::new(Topology::OneHost, "cm65");
     let out = s
         .server()

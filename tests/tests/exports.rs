@@ -88,7 +88,10 @@ fn librdmacm_exports_every_versioned_symbol_of_rdma_core_44() {
         .difference(&theirs)
         .filter(|(v, _)| !later.contains(&v.as_str()))
         .collect();
-    assert!(extra.is_empty(), "exported beyond rdma-core 44 and later: {extra:?}");
+    assert!(
+        extra.is_empty(),
+        "exported beyond rdma-core 44 and later: {extra:?}"
+    );
     let dynamic = soname(&rdmacm());
     assert!(
         dynamic.contains("Library soname: [librdmacm.so.1]"),
@@ -156,7 +159,10 @@ fn what_debians_rdma_libraries_and_ours_import_from_libibverbs_is_there() {
 /// What `scripts/rdma-core-gap` finds missing for Debian `suite`: nothing.
 fn no_gap(suite: &str) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/rdma-core-gap");
-    let out = Command::new(script).arg(suite).output().expect("scripts/rdma-core-gap");
+    let out = Command::new(script)
+        .arg(suite)
+        .output()
+        .expect("scripts/rdma-core-gap");
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -164,7 +170,10 @@ fn no_gap(suite: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     // Every provider library was looked at (the script prints a line for each).
-    let providers = said.lines().filter(|l| l.contains(" imports missing")).count();
+    let providers = said
+        .lines()
+        .filter(|l| l.contains(" imports missing"))
+        .count();
     assert!(providers >= 10, "{said}");
 }
 

@@ -231,6 +231,30 @@ pub fn rdma_core_headers(suite: &str) -> PathBuf {
     PathBuf::from(text(&out.stdout).trim()).join("usr/include")
 }
 
+/// Compiles `tests/c/NAME.c` as a program of rdma-core 65: with Debian unstable's headers,
+/// linked with libibverbs and librdmacm (the drop-ins, which have rdma-core 65's symbols).
+pub fn c_program_for_rdma_core_65(name: &str) -> PathBuf {
+    let include = rdma_core_headers("sid");
+    let libdir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rdma-core-65-libs");
+    std::fs::create_dir_all(&libdir).unwrap();
+    for (lib, link) in [
+        ("libsoftrnic_ibverbs_provider.so", "libibverbs.so"),
+        ("libsoftrnic_rdmacm.so", "librdmacm.so"),
+    ] {
+        let _ = std::fs::remove_file(libdir.join(link));
+        std::os::unix::fs::symlink(dropin(lib), libdir.join(link)).unwrap();
+    }
+    c_program(
+        name,
+        &[
+            &format!("-I{}", include.display()),
+            &format!("-L{}", libdir.display()),
+            "-lrdmacm",
+            "-libverbs",
+        ],
+    )
+}
+
 /// Compiles `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs`.
 pub fn c_program(name: &str, libs: &[&str]) -> PathBuf {
     c_program_with("cc", name, libs)
