@@ -74,6 +74,9 @@ fn main() {
     assert!(status.success(), "building the libibverbs.so.1 stub failed");
     println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={map}");
     println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librdmacm.so.1");
-    println!("cargo:rustc-cdylib-link-arg=-L{out}");
-    println!("cargo:rustc-cdylib-link-arg=-Wl,--no-as-needed,-l:libibverbs.so.1,--as-needed");
+    // The stub by its path (not `-l:`, which zig's linker, used to build for an older glibc,
+    // does not take): DT_NEEDED gets its SONAME.
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--no-as-needed");
+    println!("cargo:rustc-cdylib-link-arg={stub}");
+    println!("cargo:rustc-cdylib-link-arg=-Wl,--as-needed");
 }

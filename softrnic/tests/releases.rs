@@ -1,8 +1,9 @@
 //! The drop-in libraries under another Debian release's userland: a root file system made with
 //! `debootstrap` from Debian's packages (kept in target/rdma-core/ROOTFS between runs), with that
 //! release's own rdma-core, perftest and rdmacm-utils, runs its programs against a softrnic
-//! daemon of this host. Today: Debian 13 (trixie, rdma-core 56). `scripts/rdma-core-gap`
-//! lists what the other releases still lack (docs/compatibility.md).
+//! daemon of this host: Debian 11 (bullseye, rdma-core 33), 13 (trixie, 56) and unstable (sid,
+//! 65); Debian 12 (rdma-core 44) is this host's own, which the other tests use.
+//! `scripts/rdma-core-gap` lists what a release's libraries need (docs/compatibility.md).
 //!
 //! A failure to build the root file system is the harness's, and says so; a program that fails
 //! inside it is softrnic's.
@@ -53,15 +54,26 @@ fn rootfs(suite: &str) -> PathBuf {
     dir
 }
 
-/// The drop-ins, as `libibverbs.so.1` and `librdmacm.so.1`, in the root file system.
-fn install_dropins(rootfs: &Path) {
+/// The drop-ins, as `libibverbs.so.1` and `librdmacm.so.1`, in the root file system: this
+/// build's, or for a userland whose glibc is older than this machine's, a build for that glibc
+/// (`scripts/build-for-glibc`).
+fn install_dropins(rootfs: &Path, glibc: Option<&str>) {
     let dir = rootfs.join("opt/softrnic");
     std::fs::create_dir_all(&dir).unwrap();
+    let built = glibc.map(|v| {
+        let out = Command::new(root().join("scripts/build-for-glibc"))
+            .arg(v)
+            .output()
+            .expect("run scripts/build-for-glibc");
+        assert!(out.status.success(), "harness: building for glibc {v}: {}", text(&out.stderr));
+        PathBuf::from(text(&out.stdout).trim())
+    });
     for (from, to) in [
         ("libsoftrnic_ibverbs_provider.so", "libibverbs.so.1"),
         ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),
     ] {
-        std::fs::copy(dropin(from), dir.join(to)).unwrap();
+        let lib = built.as_ref().map_or_else(|| dropin(from), |d| d.join(from));
+        std::fs::copy(lib, dir.join(to)).unwrap();
     }
 }
 
@@ -108,20 +120,37 @@ fn finished(out: Output, what: &str) -> String {
     all
 }
 
+/// Debian 11's glibc is 2.31, older than this machine's: the drop-ins are built for it.
+#[test]
+fn debian_11_programs_run_on_the_drop_ins() {
+    programs_run("bullseye", 33, Some("2.31"));
+}
+
 #[test]
 fn debian_13_programs_run_on_the_drop_ins() {
+    programs_run("trixie", 56, None);
+}
+
+#[test]
+fn debian_unstable_programs_run_on_the_drop_ins() {
+    programs_run("sid", 65, None);
+}
+
+/// Debian `suite`'s own programs (rdma-core `rdma_core`'s ibverbs-utils, perftest and
+/// rdmacm-utils) between two processes of its root file system, on one softrnic device.
+fn programs_run(suite: &str, rdma_core: u32, glibc: Option<&str>) {
     let _serial = serial();
-    let rootfs = rootfs("trixie");
-    install_dropins(&rootfs);
-    let host = Host::start("trixie", None, None);
+    let rootfs = rootfs(suite);
+    install_dropins(&rootfs, glibc);
+    let host = Host::start(suite, None, None);
     let gid = host.gid.to_string();
     let dump = in_rootfs(&rootfs, &host.socket, &["dpkg-query", "-W", "libibverbs1*"])
         .output()
         .unwrap();
     let versions = finished(dump, "dpkg-query");
     assert!(
-        versions.contains("56."),
-        "rdma-core 56 in trixie: {versions}"
+        versions.contains(&format!("\t{rdma_core}.")),
+        "rdma-core {rdma_core} in {suite}: {versions}"
     );
     let info = in_rootfs(&rootfs, &host.socket, &["ibv_devinfo"])
         .output()
