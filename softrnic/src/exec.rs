@@ -82,20 +82,31 @@ fn library_dir() -> Result<PathBuf, String> {
     let dir = base.join(format!("softrnic-lib-{}", softrnic_sys::uid()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for lib in &LIBRARIES {
-        let file = find(lib)?;
-        let target = file
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-        let link = dir.join(lib.soname);
-        if std::fs::read_link(&link).ok().as_deref() != Some(target.as_path()) {
-            let tmp = dir.join(format!(".{}.{}", lib.soname, std::process::id()));
-            let _ = std::fs::remove_file(&tmp);
-            std::os::unix::fs::symlink(&target, &tmp)
-                .map_err(|e| format!("{}: {e}", tmp.display()))?;
-            std::fs::rename(&tmp, &link).map_err(|e| format!("{}: {e}", link.display()))?;
-        }
+        link(&find(lib)?, &dir.join(lib.soname))?;
     }
+    // And `rdma` (this command by that name) for PATH.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).map_err(|e| format!("{}: {e}", bin.display()))?;
+    link(
+        &std::env::current_exe().map_err(|e| e.to_string())?,
+        &bin.join("rdma"),
+    )?;
     Ok(dir)
+}
+
+/// Makes `link` point at `file`, replacing an older link atomically.
+fn link(file: &Path, link: &Path) -> Result<(), String> {
+    let target = file
+        .canonicalize()
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    if std::fs::read_link(link).ok().as_deref() != Some(target.as_path()) {
+        let name = link.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = link.with_file_name(format!(".{name}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&target, &tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, link).map_err(|e| format!("{}: {e}", link.display()))?;
+    }
+    Ok(())
 }
 
 /// Each device with its port, as the view shows them.
@@ -110,6 +121,16 @@ fn devices(client: &mut Client) -> Result<Vec<view::Device>, String> {
             Ok(view::Device { info, port })
         })
         .collect()
+}
+
+/// `rdma ARGS` (see [`crate::rdma`]) about the daemon's devices, printed.
+pub fn rdma(args: &[String]) -> Result<(), String> {
+    let out = crate::rdma::answer(args, || {
+        let mut client = Client::connect(&admin::socket()).map_err(|e| e.to_string())?;
+        devices(&mut client)
+    })?;
+    print!("{out}");
+    Ok(())
 }
 
 /// Runs `program` (replacing this process) against softrnic; with `view`, in a mount
@@ -131,9 +152,15 @@ pub fn exec(program: &[OsString], view: bool) -> Result<(), String> {
         path.push(":");
         path.push(old);
     }
+    let mut bin = dir.join("bin").into_os_string();
+    if let Some(old) = std::env::var_os("PATH") {
+        bin.push(":");
+        bin.push(old);
+    }
     let err = Command::new(name)
         .args(args)
         .env("LD_LIBRARY_PATH", path)
+        .env("PATH", bin)
         .env("SOFTRNIC_SOCKET", admin::socket())
         .exec();
     Err(format!("{}: {err}", name.to_string_lossy()))

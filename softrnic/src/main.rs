@@ -5,8 +5,9 @@ use softrnic::capture::{self, Detail};
 
 mod admin;
 mod exec;
+mod rdma;
 mod view;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -183,6 +184,14 @@ enum Command {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<std::ffi::OsString>,
     },
+    /// Answer iproute2's `rdma link [show]` and `rdma dev [show]` (`-j` for JSON) for
+    /// softrnic's devices: what `softrnic exec` gives programs as `rdma` (rdma-core's tests
+    /// run `rdma link show -j`).
+    Rdma {
+        /// rdma's arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Capture every frame in and out (same-host frames too) to a pcapng file, until
     /// interrupted or `--count` frames.
     Capture {
@@ -227,7 +236,15 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(Cli::parse()) {
+    // Called `rdma` (the name `softrnic exec` gives it on PATH), it is that command.
+    let mut args = std::env::args();
+    let called = args.next().unwrap_or_default();
+    let result = if Path::new(&called).file_name() == Some("rdma".as_ref()) {
+        exec::rdma(&args.collect::<Vec<_>>())
+    } else {
+        run(Cli::parse())
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("softrnic: {e}");
@@ -365,6 +382,7 @@ fn run(cli: Cli) -> Result<(), String> {
         Command::Stat { device } => admin::stat(device),
         Command::Dcqcn { device, set } => admin::dcqcn(&device, &set),
         Command::Exec { no_view, program } => exec::exec(&program, !no_view),
+        Command::Rdma { args } => exec::rdma(&args),
         Command::Capture {
             write,
             device,

@@ -54,19 +54,38 @@ fn hex_groups(bytes: &[u8]) -> String {
 }
 
 /// `/sys/class/infiniband/DEV/...`, by path relative to `/sys/class/infiniband`.
+/// The device's GUID: the EUI-64 of its MAC, as the provider's `node_guid`.
+pub fn node_guid(d: &Device) -> String {
+    hex_groups(&Gid::link_local(d.info.mac).0[8..])
+}
+
+/// The port's state as the kernel names it (`IB_PORT_ACTIVE` is "ACTIVE").
+pub fn state_name(d: &Device) -> &'static str {
+    ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"]
+        .get(d.port.state as usize)
+        .unwrap_or(&"UNKNOWN")
+}
+
+/// Whether the port's link is up (physical state LinkUp, else Disabled).
+pub fn link_up(d: &Device) -> bool {
+    d.port.state as u32 == 4
+}
+
+/// The device's interface, if it is one of this namespace's.
+pub fn netdev(d: &Device) -> Option<&str> {
+    d.info.netdev.as_deref().filter(|_| d.info.netns.is_none())
+}
+
 fn ib_device(d: &Device) -> Vec<(String, Node)> {
     let name = &d.info.name;
-    // The GUID is the EUI-64 of the MAC, as the provider's `node_guid`.
-    let guid = hex_groups(&Gid::link_local(d.info.mac).0[8..]);
+    let guid = node_guid(d);
     let state = d.port.state as u32;
-    let (phys, phys_name) = if state == 4 {
+    let (phys, phys_name) = if link_up(d) {
         (5, "LinkUp")
     } else {
         (3, "Disabled")
     };
-    let state_name = ["NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER"]
-        .get(state as usize)
-        .unwrap_or(&"UNKNOWN");
+    let state_name = state_name(d);
     let port = format!("{name}/ports/1");
     let mut t = vec![
         (name.clone(), Node::Dir),
@@ -115,7 +134,7 @@ fn ib_device(d: &Device) -> Vec<(String, Node)> {
     // Every entry has a `gids` file (zeros when empty); only entries in use have a type and,
     // on an interface this namespace has, an `ndevs` file (the kernel answers EINVAL for the
     // others).
-    let netdev = d.info.netdev.as_ref().filter(|_| d.info.netns.is_none());
+    let netdev = netdev(d);
     for i in 0..d.port.gid_tbl_len as usize {
         let gid = d.info.gids.get(i);
         let text = hex_groups(&gid.unwrap_or(&Gid([0; 16])).0);
@@ -327,12 +346,12 @@ impl Drop for Stage {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use softrnic_client::proto::BackendKind;
     use softrnic_emu_core::PortAttr;
 
-    fn device(name: &str, netdev: Option<&str>, gids: Vec<Gid>) -> Device {
+    pub(crate) fn device(name: &str, netdev: Option<&str>, gids: Vec<Gid>) -> Device {
         Device {
             info: DeviceInfo {
                 name: name.into(),
