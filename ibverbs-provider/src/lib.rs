@@ -1,9 +1,10 @@
-//! The drop-in `libibverbs.so.1`: unmodified RDMA programs, built against Debian's rdma-core 44,
-//! run on the softrnic daemon.
+//! The drop-in `libibverbs.so.1`: unmodified RDMA programs, built against Debian's rdma-core
+//! (33 to 65), run on the softrnic daemon.
 //!
-//! The shared object exports rdma-core 44's symbols with their versions (`libibverbs.map`), and
-//! lays out every structure a program touches exactly as `<infiniband/verbs.h>` does ([`abi`],
-//! checked against the header by the workspace's `tests/tests/layout.rs`). Each
+//! The shared object exports rdma-core 65's symbols with their versions (`libibverbs.map`, and
+//! every release's private node: [`private`]), and lays out every structure a program touches
+//! exactly as `<infiniband/verbs.h>` does ([`abi`], checked against each release's header by
+//! the workspace's `tests/tests/layout.rs`). Each
 //! `ibv_open_device` is one connection to the daemon (one device context): control calls are
 //! messages on it, while work requests and completions move through the shared-memory rings of
 //! [`softrnic_link::client`], with no message per work request. The daemon reaches
@@ -13,7 +14,8 @@
 //! Modules follow the objects: [`device`] (the device list), [`context`] (open, queries, async
 //! events), [`memory`] (PDs, MRs, memory windows, address handles), [`cq`] (CQs, completion
 //! channels, the extended poll API), [`qp`] (QPs and their work requests, SRQs), [`qp_ex`] (the
-//! `ibv_wr_*` API), [`misc`] (strings and rates), [`private`] (what other providers import),
+//! `ibv_wr_*` API), [`misc`] (strings and rates), [`recent`] (rdma-core 65's new verbs),
+//! [`private`] (what other providers import),
 //! and `compat` (the hidden `IBVERBS_1.0` versions).
 
 // Every function here is a C entry point: its safety contract is libibverbs' documented API
