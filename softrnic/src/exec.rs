@@ -73,7 +73,7 @@ fn find(lib: &Library) -> Result<PathBuf, String> {
 }
 
 /// A directory holding `libibverbs.so.1` and `librdmacm.so.1` (links to softrnic's), for
-/// `LD_LIBRARY_PATH`. Each link is replaced atomically, so programs started at the same time
+/// `LD_LIBRARY_PATH`, and `bin/rdma` (this command) for PATH. Each link is replaced atomically, so programs started at the same time
 /// all see one.
 fn library_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("XDG_RUNTIME_DIR")

@@ -1,9 +1,9 @@
 //! The drop-in libraries under another Debian release's userland: a root file system made with
 //! `debootstrap` from Debian's packages (kept in target/rdma-core/ROOTFS between runs), with that
 //! release's own rdma-core, perftest and rdmacm-utils, runs its programs against a softrnic
-//! daemon of this host: Debian 11 (bullseye, rdma-core 33), 13 (trixie, 56) and unstable (sid,
-//! 65); Debian 12 (rdma-core 44) is this host's own, which the other tests use. Each release's
-//! own rdma-core test suite runs there too. `scripts/rdma-core-gap` lists what a release's
+//! daemon of this host: Debian 11 (bullseye, rdma-core 33), 12 (bookworm, 44: this host's own
+//! userland, which the other tests use directly), 13 (trixie, 56) and unstable (sid, 65). Each
+//! release's own rdma-core test suite runs there too. `scripts/rdma-core-gap` lists what a release's
 //! libraries need (docs/compatibility.md).
 //!
 //! A failure to build the root file system is the harness's, and says so; a program that fails
@@ -155,6 +155,12 @@ fn debian_11_programs_run_on_the_drop_ins() {
     programs_run("bullseye", 33, Some("2.31"));
 }
 
+/// Debian 12 is this machine's userland too; its root file system runs the same harness.
+#[test]
+fn debian_12_programs_run_on_the_drop_ins() {
+    programs_run("bookworm", 44, None);
+}
+
 #[test]
 fn debian_13_programs_run_on_the_drop_ins() {
     programs_run("trixie", 56, None);
@@ -187,7 +193,10 @@ fn programs_run(suite: &str, rdma_core: u32, glibc: Option<&str>) {
     assert!(finished(info, "ibv_devinfo").contains("hca_id:\tsrnic0"));
 
     let pairs: [(&[&str], &str); 6] = [
-        (&["ibv_rc_pingpong", "-n", "50", "-g", &gid], "50 iters in"),
+        (
+            &["ibv_rc_pingpong", "-c", "-n", "50", "-g", &gid],
+            "50 iters in",
+        ),
         (&["ib_write_bw", "-n", "200", "-x", &gid], "65536"),
         (&["ib_read_lat", "-n", "200", "-x", &gid], "#bytes"),
         (
@@ -221,20 +230,40 @@ fn programs_run(suite: &str, rdma_core: u32, glibc: Option<&str>) {
         // The server succeeded too (latency tests print their figures on the client only).
         server.finish(&server_args);
     }
-    // RDMA CM: rping through the drop-in librdmacm.
-    let port = next_port();
-    let rping = ["rping", "-C", "5", "-a", "127.0.0.1", "-p", &port];
-    let mut server_args = rping.to_vec();
-    server_args.insert(1, "-s");
-    let mut server = started(&rootfs, &host.socket, &server_args);
-    server.wait_until("listened", || cm_listening(&host, &port));
-    let mut client_args = rping.to_vec();
-    client_args.splice(1..1, ["-c", "-v"]);
-    let client = in_rootfs(&rootfs, &host.socket, &client_args)
-        .output()
-        .unwrap();
-    assert!(finished(client, "rping").contains("ping data: rdma-ping-4"));
-    server.finish(&server_args);
+    // RDMA CM, through the drop-in librdmacm: rping, ucmatose (connections) and udaddy (UD,
+    // with SIDR; it serves port 7174, its -p being the port space).
+    let (p1, p2) = (next_port(), next_port());
+    let ip = "127.0.0.1";
+    let cm: [(&[&str], &[&str], &str, &str); 3] = [
+        (
+            &["rping", "-s", "-C", "5", "-a", ip, "-p", &p1],
+            &["rping", "-c", "-v", "-C", "5", "-a", ip, "-p", &p1],
+            &p1,
+            "ping data: rdma-ping-4",
+        ),
+        (
+            &["ucmatose", "-b", ip, "-c", "2", "-C", "10", "-p", &p2],
+            &["ucmatose", "-s", ip, "-c", "2", "-C", "10", "-p", &p2],
+            &p2,
+            "return status 0",
+        ),
+        (
+            &["udaddy", "-b", ip, "-c", "2", "-C", "10"],
+            &["udaddy", "-s", ip, "-c", "2", "-C", "10"],
+            "7174",
+            "return status 0",
+        ),
+    ];
+    for (server_args, client_args, port, want) in cm {
+        let mut server = started(&rootfs, &host.socket, server_args);
+        server.wait_until("listened", || cm_listening(&host, port));
+        let client = in_rootfs(&rootfs, &host.socket, client_args)
+            .output()
+            .unwrap();
+        let out = finished(client, client_args[0]);
+        assert!(out.contains(want), "{client_args:?}: {out}");
+        server.finish(server_args);
+    }
 }
 
 /// Runs the release's own rdma-core test suite (python3-pyverbs ships it) in its root file
@@ -321,6 +350,11 @@ fn own_suite_passes(suite: &str, glibc: Option<&str>, at_least: u32) {
 #[test]
 fn debian_11s_rdma_core_suite_passes_where_it_runs() {
     own_suite_passes("bullseye", Some("2.31"), 80);
+}
+
+#[test]
+fn debian_12s_rdma_core_suite_passes_where_it_runs() {
+    own_suite_passes("bookworm", None, 107);
 }
 
 #[test]
