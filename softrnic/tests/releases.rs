@@ -62,18 +62,7 @@ fn rootfs(suite: &str) -> PathBuf {
 fn install_dropins(rootfs: &Path, glibc: Option<&str>) {
     let dir = rootfs.join("opt/softrnic");
     std::fs::create_dir_all(&dir).unwrap();
-    let built = glibc.map(|v| {
-        let out = Command::new(root().join("scripts/build-for-glibc"))
-            .arg(v)
-            .output()
-            .expect("run scripts/build-for-glibc");
-        assert!(
-            out.status.success(),
-            "harness: building for glibc {v}: {}",
-            text(&out.stderr)
-        );
-        PathBuf::from(text(&out.stdout).trim())
-    });
+    let built = glibc.map(|v| PathBuf::from(script("build-for-glibc", &[v])));
     for (from, to) in [
         ("libsoftrnic_ibverbs_provider.so", "libibverbs.so.1"),
         ("libsoftrnic_rdmacm.so", "librdmacm.so.1"),

@@ -26,31 +26,33 @@ fn sets() -> MutexGuard<'static, Option<HashMap<c_int, Set>>> {
     SETS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// rdma-core's `epoll_to_poll_events`.
+/// The epoll events and the poll events they stand for (rdma-core's `epoll_to_poll_events`).
+const EVENTS: [(c_int, i16); 4] = [
+    (libc::EPOLLIN, libc::POLLIN),
+    (libc::EPOLLOUT, libc::POLLOUT),
+    (libc::EPOLLERR, libc::POLLERR),
+    (libc::EPOLLHUP, libc::POLLHUP),
+];
+
+/// The poll events for what a member waits for.
 fn poll_events(epoll: u32) -> i16 {
-    let map = [
-        (libc::EPOLLIN, libc::POLLIN),
-        (libc::EPOLLOUT, libc::POLLOUT),
-        (libc::EPOLLERR, libc::POLLERR),
-        (libc::EPOLLHUP, libc::POLLHUP),
-    ];
-    map.iter()
+    EVENTS
+        .iter()
         .filter(|(e, _)| epoll & *e as u32 != 0)
         .fold(0, |acc, (_, p)| acc | p)
 }
 
-/// The epoll bits for what `poll` reported.
+/// The epoll events for what `poll` reported (a closed fd, POLLNVAL, as an error).
 fn epoll_events(revents: i16) -> u32 {
-    let map = [
-        (libc::POLLIN, libc::EPOLLIN),
-        (libc::POLLOUT, libc::EPOLLOUT),
-        (libc::POLLERR, libc::EPOLLERR),
-        (libc::POLLHUP, libc::EPOLLHUP),
-        (libc::POLLNVAL, libc::EPOLLERR),
-    ];
-    map.iter()
-        .filter(|(p, _)| revents & *p != 0)
-        .fold(0, |acc, (_, e)| acc | *e as u32)
+    let revents = if revents & libc::POLLNVAL != 0 {
+        revents | libc::POLLERR
+    } else {
+        revents
+    };
+    EVENTS
+        .iter()
+        .filter(|(_, p)| revents & *p != 0)
+        .fold(0, |acc, (e, _)| acc | *e as u32)
 }
 
 /// Closes set `fd` if it is one (for `rclose`); `None` if it is not.

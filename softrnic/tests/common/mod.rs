@@ -215,20 +215,29 @@ pub fn dropin(lib: &str) -> PathBuf {
     .unwrap_or_else(|| panic!("{lib} not built"))
 }
 
+/// Runs the repository's `scripts/NAME ARGS` for the harness: its output, trimmed (the
+/// scripts print the path they made).
+pub fn script(name: &str, args: &[&str]) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../scripts")
+        .join(name);
+    let out = Command::new(&path)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("harness: {}: {e}", path.display()));
+    assert!(
+        out.status.success(),
+        "harness: scripts/{name} {}: {}",
+        args.join(" "),
+        text(&out.stderr)
+    );
+    text(&out.stdout).trim().to_owned()
+}
+
 /// The include directory of Debian `suite`'s rdma-core headers (fetched by
 /// `scripts/rdma-core-gap --fetch`), for programs built as that release builds them.
 pub fn rdma_core_headers(suite: &str) -> PathBuf {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/rdma-core-gap");
-    let out = Command::new(script)
-        .args(["--fetch", suite])
-        .output()
-        .expect("run scripts/rdma-core-gap");
-    assert!(
-        out.status.success(),
-        "fetching {suite}'s headers: {}",
-        text(&out.stderr)
-    );
-    PathBuf::from(text(&out.stdout).trim()).join("usr/include")
+    PathBuf::from(script("rdma-core-gap", &["--fetch", suite])).join("usr/include")
 }
 
 /// Compiles `tests/c/NAME.c` as a program of rdma-core 65: with Debian unstable's headers,
