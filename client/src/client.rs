@@ -196,12 +196,20 @@ fn unexpected(r: Reply) -> Error {
 impl Client {
     /// Connects to the daemon at `path`.
     pub fn connect(path: &Path) -> Result<Client> {
-        let stream = UnixStream::connect(path).map_err(|e| Error {
-            errno: e.raw_os_error().unwrap_or(libc::ENOENT),
-            message: format!(
-                "no softrnic daemon at {} ({e}); start one with `softrnic up`",
-                path.display()
-            ),
+        let stream = UnixStream::connect(path).map_err(|e| {
+            let errno = e.raw_os_error().unwrap_or(libc::ENOENT);
+            let message = match errno {
+                libc::EACCES => format!(
+                    "the softrnic daemon at {} does not serve this user ({e}): a shared \
+                     daemon serves the members of its group",
+                    path.display()
+                ),
+                _ => format!(
+                    "no softrnic daemon at {} ({e}); start one with `softrnic up`",
+                    path.display()
+                ),
+            };
+            Error { errno, message }
         })?;
         let mut c = Client {
             stream,

@@ -14,19 +14,27 @@ use softrnic_emu_core::{
     QpInit, QpState, QpType,
 };
 
-/// The socket path: `$SOFTRNIC_SOCKET`, else /run/softrnic.sock for root, else
-/// `$XDG_RUNTIME_DIR/softrnic.sock`, else /tmp/softrnic-UID.sock.
+/// The system daemon's socket.
+pub const SYSTEM_SOCKET: &str = "/run/softrnic.sock";
+
+/// The socket path: `$SOFTRNIC_SOCKET`; else the system daemon's for root; else the user's own
+/// (`$XDG_RUNTIME_DIR/softrnic.sock`, else /tmp/softrnic-UID.sock) if it exists, or the system
+/// daemon's if this user may connect to it (a member of its group), or the user's own.
 pub fn default_socket() -> std::path::PathBuf {
     if let Some(p) = std::env::var_os("SOFTRNIC_SOCKET") {
         return p.into();
     }
     let uid = softrnic_sys::uid();
     if uid == 0 {
-        return "/run/softrnic.sock".into();
+        return SYSTEM_SOCKET.into();
     }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
+    let own: std::path::PathBuf = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) => std::path::Path::new(&d).join("softrnic.sock"),
         None => format!("/tmp/softrnic-{uid}.sock").into(),
+    };
+    match own.exists() || !softrnic_sys::may_write(std::path::Path::new(SYSTEM_SOCKET)) {
+        true => own,
+        false => SYSTEM_SOCKET.into(),
     }
 }
 

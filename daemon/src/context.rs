@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::sync::Arc;
 
 use softrnic_emu_core::{Engine, Event, Space};
 
@@ -17,7 +18,8 @@ use softrnic_sys as sys;
 #[derive(Debug, Default)]
 pub(super) struct Owned {
     pub pds: BTreeSet<u32>,
-    pub mrs: BTreeSet<u32>,
+    /// Memory regions, with the bytes each registers.
+    pub mrs: BTreeMap<u32, u64>,
     pub mws: BTreeSet<u32>,
     /// XRC domains, with how many times this context opened each.
     pub xrcds: BTreeMap<u32, u32>,
@@ -50,7 +52,11 @@ pub(super) struct Context {
     /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
     pub send_fds: Vec<OwnedFd>,
     pub pid: u32,
+    /// Its process, pinned when it connected (or why it could not be).
+    pub peer: Result<Arc<sys::Peer>, String>,
     pub uid: u32,
+    /// Its supplementary groups when it connected (SO_PEERGROUPS).
+    pub groups: Vec<u32>,
     pub space: Space,
     /// The device opened, by index; what the context has there is its [`Port`].
     pub device: Option<usize>,
@@ -62,8 +68,9 @@ pub(super) struct Context {
 /// A context's side of the device it opened, which the device's worker serves: its rings, the
 /// objects it owns, and where their events go.
 pub(super) struct Port {
-    pub pid: u32,
     pub space: Space,
+    /// Its program's process, whose memory its regions are in.
+    pub peer: Arc<sys::Peer>,
     /// The shared region and its rings.
     pub rings: Rings,
     pub owned: Owned,
@@ -80,6 +87,11 @@ pub(super) struct Port {
 
 impl Context {
     pub fn new(stream: UnixStream, pid: u32, uid: u32, space: Space) -> Context {
+        let fd = stream.as_raw_fd();
+        let peer = sys::Peer::of_socket(fd)
+            .map(Arc::new)
+            .map_err(|e| format!("the daemon cannot reach this program's memory: {e}"));
+        let groups = sys::peer_groups(fd).unwrap_or_default();
         Context {
             stream,
             inbuf: Vec::new(),
@@ -89,7 +101,9 @@ impl Context {
             broken: false,
             send_fds: Vec::new(),
             pid,
+            peer,
             uid,
+            groups,
             space,
             device: None,
             hello: false,
@@ -154,10 +168,10 @@ impl Context {
 }
 
 impl Port {
-    pub fn new(pid: u32, space: Space, rings: Rings, async_notify: OwnedFd) -> Port {
+    pub fn new(space: Space, peer: Arc<sys::Peer>, rings: Rings, async_notify: OwnedFd) -> Port {
         Port {
-            pid,
             space,
+            peer,
             rings,
             owned: Owned::default(),
             events: VecDeque::new(),
@@ -210,7 +224,7 @@ impl Port {
         for &key in &self.owned.mws {
             let _ = engine.dealloc_mw(key);
         }
-        for &key in &self.owned.mrs {
+        for &key in self.owned.mrs.keys() {
             let _ = engine.dereg_mr(key);
         }
         for &srq in self.rings.srqs.keys() {
@@ -229,5 +243,11 @@ impl Port {
         let (o, r) = (&self.owned, &self.rings);
         let qps = r.sqs.len() + o.xrc_qps.len();
         [o.pds.len(), o.mrs.len(), r.cqs.len(), qps].map(|n| n as u32)
+    }
+
+    /// What it holds of what users are limited in: QPs, MRs, registered bytes.
+    pub fn usage(&self) -> [u64; 3] {
+        let [_, mrs, _, qps] = self.counts().map(u64::from);
+        [qps, mrs, self.owned.mrs.values().sum()]
     }
 }

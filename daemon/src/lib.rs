@@ -54,6 +54,7 @@ pub struct Daemon {
     contexts: Vec<Option<Context>>,
     next_space: u32,
     uid: u32,
+    sharing: Sharing,
     shared: Arc<Shared>,
     /// The workers' inboxes, until `run` starts them.
     inboxes: Vec<Receiver<Frames>>,
@@ -61,6 +62,30 @@ pub struct Daemon {
     pass: Pass,
     /// The rdma_cm ids of every event channel.
     cm: rdma_cm::RdmaCm,
+}
+
+/// How one daemon serves several users, as a host gives RDMA devices to a group through
+/// /dev/infiniband/uverbs*.
+#[derive(Debug, Clone, Default)]
+pub struct Sharing {
+    /// The group whose members may connect: the socket is made 0660 and this group's.
+    pub group: Option<u32>,
+    /// The group whose members administer the daemon as root and its own user do: devices up
+    /// and down, DCQCN settings, and captures (which show every program's traffic).
+    pub admin_group: Option<u32>,
+    /// What each user other than root may hold at once, over all their programs.
+    pub limits: Limits,
+}
+
+/// Per-user limits (none when `None`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Queue pairs.
+    pub qps: Option<u64>,
+    /// Memory regions.
+    pub mrs: Option<u64>,
+    /// Bytes of memory registered, as RLIMIT_MEMLOCK bounds what a kernel provider pins.
+    pub registered: Option<u64>,
 }
 
 /// Device `d` of `devices`, locked.
@@ -102,13 +127,19 @@ impl Daemon {
     /// Listens at `path` (replacing a stale socket, refusing a live one), to serve with
     /// `workers` data-path threads.
     pub fn bind(path: &Path, workers: usize) -> io::Result<Daemon> {
-        if UnixStream::connect(path).is_ok() {
-            return Err(io::Error::new(
-                io::ErrorKind::AddrInUse,
-                format!("a daemon already serves {}", path.display()),
-            ));
+        match UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!("a daemon already serves {}", path.display()),
+                ));
+            }
+            // Nothing, or a stale socket: this daemon takes the path.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ECONNREFUSED)) => {
+                let _ = std::fs::remove_file(path);
+            }
+            Err(e) => return Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         }
-        let _ = std::fs::remove_file(path);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
@@ -124,11 +155,22 @@ impl Daemon {
             contexts: Vec::new(),
             next_space: 1,
             uid: sys::uid(),
+            sharing: Sharing::default(),
             shared: Arc::new(shared),
             inboxes,
             pass,
-            cm: rdma_cm::RdmaCm::seeded(u64::from(std::process::id())),
+            cm: rdma_cm::RdmaCm::seeded(sys::random_u64()),
         })
+    }
+
+    /// Serves users as `sharing` says: a group of them on the socket, an admin group, limits.
+    pub fn share(&mut self, sharing: Sharing) -> io::Result<()> {
+        if let Some(gid) = sharing.group {
+            sys::share_socket(&self.path, gid)
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))?;
+        }
+        self.sharing = sharing;
+        Ok(())
     }
 
     fn now(&self) -> Instant {
@@ -417,7 +459,9 @@ impl Daemon {
             Some(ifname) => self.open_wire(n, ifname, req)?,
         };
         let config = Config {
-            seed: u64::from(std::process::id()) << 16 | n as u64,
+            seed: sys::random_u64(),
+            // Keys no program or peer can guess from the keys it has seen.
+            key_secret: sys::random_u64(),
             mac: EthernetAddress(mac),
             gids: gids.clone(),
             eth_mtu: mtu,

@@ -1,10 +1,12 @@
-//! The daemon reaches a program's registered memory in the program's own address space, with
-//! process_vm_readv/writev: no copy into the daemon, no shared mapping to set up. The engine has
-//! checked keys, PDs, access and ranges before it asks; a process that has gone (or an address
-//! it unmapped) is a fault, which the engine turns into an error completion.
+//! The daemon reaches a program's registered memory in the program's own address space,
+//! through the process's `/proc/PID/mem` opened when it connected ([`sys::Peer`]): no copy into
+//! the daemon, no shared mapping to set up, and never another process that reused the PID. The
+//! engine has checked keys, PDs, access and ranges before it asks, and registration checked
+//! that the program itself can reach the range; a process that has gone (or an address it
+//! unmapped) is a fault, which the engine turns into an error completion.
 //!
-//! Each of those calls costs far more than the bytes it moves (the kernel looks up the process
-//! and checks ptrace access every time), and the engine asks once per packet. So, within one
+//! Each of those calls costs far more than the bytes it moves, and the engine asks once per
+//! packet. So, within one
 //! pass of the daemon's loop ([`ProcessMemory::end_pass`]):
 //! - a packet-sized read fetches up to [`READ_AHEAD`] bytes, and the packets after it are
 //!   served from them; a short read fetches its page, and the short messages after it in the
@@ -12,7 +14,7 @@
 //!   sends the packets of its ready QPs in turn, so the next packet of one message comes after
 //!   a packet of each other one (a single buffer fetched 64 KiB for each 4 KiB packet of
 //!   `ib_write_bw -q 8`);
-//! - writes are collected and written together, with one call per process, before anything
+//! - writes are collected (adjoining ones joined) and written together before anything
 //!   that could let a program see them: before the daemon sends frames, and at the end of the
 //!   pass (before completions reach the rings). A read of bytes with a write pending writes
 //!   them first.
@@ -24,6 +26,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use softrnic_emu_core::{Fault, Memory, Space};
 
@@ -105,7 +108,7 @@ fn overlap(a: u64, alen: usize, b: u64, blen: usize) -> bool {
 /// The address spaces of a device's contexts: each context's space is its process.
 #[derive(Debug, Default)]
 pub struct ProcessMemory {
-    pids: HashMap<Space, u32>,
+    procs: HashMap<Space, Arc<sys::Peer>>,
     ahead: RefCell<Vec<Ahead>>,
     /// Reads so far, the clock of [`Ahead::used`].
     reads: std::cell::Cell<u64>,
@@ -113,15 +116,15 @@ pub struct ProcessMemory {
 }
 
 impl ProcessMemory {
-    /// Context `space` lives in process `pid`.
-    pub fn attach(&mut self, space: Space, pid: u32) {
-        self.pids.insert(space, pid);
+    /// Context `space` lives in process `peer`.
+    pub fn attach(&mut self, space: Space, peer: Arc<sys::Peer>) {
+        self.procs.insert(space, peer);
     }
 
     /// The context is gone.
     pub fn detach(&mut self, space: Space) {
         self.flush();
-        self.pids.remove(&space);
+        self.procs.remove(&space);
         self.drop_ahead();
     }
 
@@ -136,16 +139,13 @@ impl ProcessMemory {
         if pending.runs.is_empty() {
             return;
         }
-        let mut by_pid: HashMap<u32, Vec<(u64, &[u8])>> = HashMap::new();
         for &(space, addr, start, len) in &pending.runs {
             // A context that went has no memory left to write.
-            if let Some(&pid) = self.pids.get(&space) {
-                let piece = (addr, &pending.bytes[start..start + len]);
-                by_pid.entry(pid).or_default().push(piece);
-            }
-        }
-        for (pid, pieces) in by_pid {
-            if let Err(e) = sys::vm_write_all(pid, &pieces) {
+            let Some(peer) = self.procs.get(&space) else {
+                continue;
+            };
+            if let Err(e) = peer.write(addr, &pending.bytes[start..start + len]) {
+                let pid = peer.pid();
                 tracing::warn!(pid, %e, "writing registered memory failed (unmapped?)");
             }
         }
@@ -174,7 +174,7 @@ impl ProcessMemory {
 
 impl Memory for ProcessMemory {
     fn read(&self, space: Space, addr: u64, dst: &mut [u8]) -> Result<(), Fault> {
-        let pid = *self.pids.get(&space).ok_or(Fault)?;
+        let peer = self.procs.get(&space).ok_or(Fault)?;
         self.flush_overlapping(space, addr, dst.len());
         let now = self.reads.get() + 1;
         self.reads.set(now);
@@ -203,7 +203,7 @@ impl Memory for ProcessMemory {
         };
         let skip = (addr - start) as usize;
         if want as usize <= dst.len() {
-            return sys::vm_read(pid, addr, dst).map_err(|_| Fault);
+            return peer.read(addr, dst).map_err(|_| Fault);
         }
         if buffers.len() < AHEAD_BUFFERS {
             buffers.push(Ahead::default());
@@ -215,7 +215,7 @@ impl Memory for ProcessMemory {
         a.valid = false;
         a.used = now;
         a.bytes.resize(want as usize, 0);
-        let n = sys::vm_read_some(pid, start, &mut a.bytes).map_err(|_| Fault)?;
+        let n = peer.read_some(start, &mut a.bytes).map_err(|_| Fault)?;
         if n < skip + dst.len() {
             return Err(Fault);
         }
@@ -226,7 +226,7 @@ impl Memory for ProcessMemory {
     }
 
     fn write(&mut self, space: Space, addr: u64, src: &[u8]) -> Result<(), Fault> {
-        if !self.pids.contains_key(&space) {
+        if !self.procs.contains_key(&space) {
             return Err(Fault);
         }
         for a in self.ahead.get_mut() {
@@ -247,6 +247,12 @@ impl Memory for ProcessMemory {
 mod tests {
     use super::*;
 
+    /// This process, as a program at the other end of a socket.
+    fn me() -> Arc<sys::Peer> {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        Arc::new(sys::Peer::of_socket(std::os::fd::AsRawFd::as_raw_fd(&a)).unwrap())
+    }
+
     /// The bytes as they are now: the kernel writes them behind the compiler's back.
     fn seen(data: &[u8]) -> Vec<u8> {
         std::hint::black_box(data).to_vec()
@@ -257,7 +263,7 @@ mod tests {
         let mut m = ProcessMemory::default();
         let mut data = vec![1u8, 2, 3, 4];
         let addr = data.as_mut_ptr() as u64;
-        m.attach(7, std::process::id());
+        m.attach(7, me());
         let mut out = [0u8; 4];
         m.read(7, addr, &mut out).unwrap();
         assert_eq!(out, [1, 2, 3, 4]);
@@ -278,7 +284,7 @@ mod tests {
         let mut m = ProcessMemory::default();
         let mut data = vec![0u8; 3 * 4096];
         let addr = data.as_mut_ptr() as u64;
-        m.attach(1, std::process::id());
+        m.attach(1, me());
         // Three packets' worth, back to back: collected into one piece.
         for k in 0..3u8 {
             m.write(1, addr + u64::from(k) * 4096, &[k + 1; 4096])
@@ -321,7 +327,7 @@ mod tests {
         const APART: usize = READ_AHEAD;
         let data: Vec<u8> = (0..4 * APART).map(|i| (i / APART) as u8).collect();
         let base = data.as_ptr() as u64;
-        m.attach(1, std::process::id());
+        m.attach(1, me());
         let mut packet = [0u8; 4096];
         for p in 0..4 {
             for k in 0..4 {

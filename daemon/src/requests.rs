@@ -4,7 +4,7 @@
 //! (EINVAL otherwise), so no program reaches another's objects; and every remote access goes
 //! through the engine's key and PD checks, so none reaches another's memory.
 
-use softrnic_emu_core::{AttrMask, QpType, Span, VerbsError, key_index};
+use softrnic_emu_core::{Access, AttrMask, QpType, Span, VerbsError, key_index};
 
 use crate::context::Port;
 use crate::rings::Rings;
@@ -31,9 +31,20 @@ pub(crate) fn handle_or<T>(r: softrnic_emu_core::Result<T>, f: impl FnOnce(T) ->
 
 const NOT_OURS: &str = "no such object in this context";
 
+const ADMIN: &str =
+    "only root, the daemon's user or its admin group may do this (devices, DCQCN, captures)";
+
 impl Daemon {
-    fn is_admin(&self, uid: u32) -> bool {
-        uid == 0 || uid == self.uid
+    /// Whether context `i` may administer the daemon: root, the daemon's own user, or a
+    /// member of the admin group.
+    fn is_admin(&self, i: usize) -> bool {
+        let ctx = self.contexts[i].as_ref().expect("open");
+        ctx.uid == 0
+            || ctx.uid == self.uid
+            || self
+                .sharing
+                .admin_group
+                .is_some_and(|g| ctx.groups.contains(&g))
     }
 
     /// Answers one request of context `i`.
@@ -58,13 +69,12 @@ impl Daemon {
                 _ => error(libc::EPROTO, "the first request must be Hello"),
             };
         }
-        let uid = ctx.uid;
         match req {
             Request::Hello { .. } => error(libc::EPROTO, "Hello was said already"),
             Request::ListDevices => Reply::Devices(self.device_infos()),
             Request::Up(up) => {
-                if !self.is_admin(uid) {
-                    return error(libc::EPERM, "only root or the daemon's user adds devices");
+                if !self.is_admin(i) {
+                    return error(libc::EPERM, ADMIN);
                 }
                 match self.up(&up) {
                     Ok(name) => Reply::Devices(
@@ -77,11 +87,8 @@ impl Daemon {
                 }
             }
             Request::Down { name } => {
-                if !self.is_admin(uid) {
-                    return error(
-                        libc::EPERM,
-                        "only root or the daemon's user removes devices",
-                    );
+                if !self.is_admin(i) {
+                    return error(libc::EPERM, ADMIN);
                 }
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));
@@ -114,6 +121,9 @@ impl Daemon {
                 }
             }
             Request::Dcqcn { name, set } => {
+                if set.is_some() && !self.is_admin(i) {
+                    return error(libc::EPERM, ADMIN);
+                }
                 match self
                     .device_index(&name)
                     .and_then(|d| device_at(&self.devices, d))
@@ -131,7 +141,11 @@ impl Daemon {
                     None => error(libc::ENODEV, format!("no device {name}")),
                 }
             }
+            // A capture shows every program's frames, other users' too.
             Request::Capture { device } => {
+                if !self.is_admin(i) {
+                    return error(libc::EPERM, ADMIN);
+                }
                 let filter = match device {
                     None => None,
                     Some(name) => match self.device_index(&name) {
@@ -159,6 +173,10 @@ impl Daemon {
                 if ctx.device.is_some() || ctx.cm.is_some() {
                     return error(libc::EINVAL, "this connection is in use already");
                 }
+                let peer = match &ctx.peer {
+                    Ok(p) => p.clone(),
+                    Err(e) => return error(libc::EACCES, e.clone()),
+                };
                 let (region, memfd) = match Region::create() {
                     Ok(r) => r,
                     Err(e) => return error(libc::ENOMEM, format!("shared region: {e}")),
@@ -174,11 +192,12 @@ impl Daemon {
                 };
                 ctx.send_fds = vec![memfd, wake_write, async_read];
                 ctx.device = Some(d);
-                let (space, pid) = (ctx.space, ctx.pid);
-                let port = Port::new(pid, space, Rings::new(region, wake), async_write);
+                let space = ctx.space;
+                let rings = Rings::new(region, wake);
+                let port = Port::new(space, peer.clone(), rings, async_write);
                 let mut dev = device_at(&self.devices, d).expect("found");
                 dev.ports.insert(i, port);
-                dev.engine.memory_mut().attach(space, pid);
+                dev.engine.memory_mut().attach(space, peer);
                 dev.info.contexts += 1;
                 // Its worker sleeps on the new program's wake-up socket from now on.
                 self.shared.ring_worker(d);
@@ -200,6 +219,60 @@ impl Daemon {
                 reply
             }
         }
+    }
+
+    /// The refusal of a request that would take its user past a limit (root has none), with
+    /// the kernel's errno: EAGAIN past an rdma cgroup's count of objects, ENOMEM past
+    /// RLIMIT_MEMLOCK.
+    fn over_limit(&self, i: usize, req: &Request) -> Option<Reply> {
+        let uid = self.contexts[i].as_ref()?.uid;
+        let l = self.sharing.limits;
+        let limits = [l.qps, l.mrs, l.registered];
+        if uid == 0 || limits.iter().all(Option::is_none) {
+            return None;
+        }
+        let more = match *req {
+            Request::CreateQp { .. } | Request::CreateXrcRecvQp { .. } => [1, 0, 0],
+            Request::RegMr { len, .. } => [0, 1, len],
+            Request::ReregMr {
+                translation: Some((_, len)),
+                ..
+            } => [0, 0, len],
+            _ => return None,
+        };
+        // What the user holds now, over all their contexts (a region registered again counts
+        // with its new length only).
+        let mut held = [0u64; 3];
+        for (c, x) in self.contexts.iter().enumerate() {
+            let Some(x) = x.as_ref().filter(|x| x.uid == uid) else {
+                continue;
+            };
+            let Some(dev) = x.device.and_then(|d| device_at(&self.devices, d)) else {
+                continue;
+            };
+            let Some(port) = dev.ports.get(&c) else {
+                continue;
+            };
+            for (h, u) in held.iter_mut().zip(port.usage()) {
+                *h += u;
+            }
+            if let (true, Request::ReregMr { key, .. }) = (c == i, req) {
+                held[2] -= port.owned.mrs.get(key).copied().unwrap_or(0);
+            }
+        }
+        let what = ["queue pairs", "memory regions", "registered bytes"];
+        (0..3).find_map(|k| {
+            let max = limits[k].filter(|&max| more[k] > 0 && held[k] + more[k] > max)?;
+            let errno = if k == 2 { libc::ENOMEM } else { libc::EAGAIN };
+            Some(error(
+                errno,
+                format!(
+                    "user {uid} would hold {} {}: the daemon allows each user {max}",
+                    held[k] + more[k],
+                    what[k]
+                ),
+            ))
+        })
     }
 
     fn device_infos(&self) -> Vec<proto::DeviceInfo> {
@@ -224,6 +297,9 @@ impl Daemon {
         let Some(d) = self.contexts[i].as_ref().and_then(|c| c.device) else {
             return error(libc::EINVAL, "open a device first");
         };
+        if let Some(refused) = self.over_limit(i, &req) {
+            return refused;
+        }
         // The work the program posted before this call goes through the engine first (a pass
         // on the device, run here), as a kernel provider's posts are done when they return:
         // the call sees it (a CQ resized below the completions of sends posted before it is
@@ -280,12 +356,12 @@ impl Daemon {
                 iova,
                 access,
             } if o.pds.contains(&pd) => {
-                if !mapped(ctx.pid, addr, len) {
-                    return error(libc::EFAULT, "the range is not mapped in the program");
+                if let Some(refused) = unreachable(&ctx.peer, addr, len, access) {
+                    return refused;
                 }
                 let region = Span { addr, iova, len };
                 handle_or(engine.reg_mr_iova(pd, region, access), |key| {
-                    o.mrs.insert(key);
+                    o.mrs.insert(key, len);
                     Reply::Handle(key)
                 })
             }
@@ -294,14 +370,25 @@ impl Daemon {
                 pd,
                 translation,
                 access,
-            } if o.mrs.contains(&key) && pd.is_none_or(|pd| o.pds.contains(&pd)) => {
-                if translation.is_some_and(|(addr, len)| !mapped(ctx.pid, addr, len)) {
-                    return error(libc::EFAULT, "the range is not mapped in the program");
+            } if o.mrs.contains_key(&key) && pd.is_none_or(|pd| o.pds.contains(&pd)) => {
+                // The memory as it will be, checked as a new registration is.
+                let Some((now, now_access)) = engine.mr(key) else {
+                    return error(libc::EINVAL, NOT_OURS);
+                };
+                let (addr, len) = translation.unwrap_or((now.addr, now.len));
+                if (translation.is_some() || access.is_some())
+                    && let Some(refused) =
+                        unreachable(&ctx.peer, addr, len, access.unwrap_or(now_access))
+                {
+                    return refused;
                 }
                 let region = translation.map(|(addr, len)| Span::at(addr, len));
-                handle_or(engine.rereg_mr(key, pd, region, access), |()| Reply::Ok)
+                handle_or(engine.rereg_mr(key, pd, region, access), |()| {
+                    o.mrs.insert(key, len);
+                    Reply::Ok
+                })
             }
-            Request::DeregMr(key) if o.mrs.contains(&key) => {
+            Request::DeregMr(key) if o.mrs.contains_key(&key) => {
                 handle_or(engine.dereg_mr(key), |()| {
                     o.mrs.remove(&key);
                     Reply::Ok
@@ -550,14 +637,24 @@ fn srq_with_ring(
     })
 }
 
-/// Whether `len` bytes at `addr` are mapped in process `pid`: like a kernel provider pinning
-/// the pages, a region over an unmapped range is EFAULT when registered, not a fault at the
-/// first access.
-fn mapped(pid: u32, addr: u64, len: u64) -> bool {
-    let mut probe = [0u8; 1];
-    let ends = [addr, addr.saturating_add(len.saturating_sub(1))];
-    len == 0
-        || ends
-            .iter()
-            .all(|&a| sys::vm_read(pid, a, &mut probe).is_ok())
+/// Why the program cannot reach `len` bytes at `addr` itself as `access` needs them, if it
+/// cannot: like a kernel provider pinning the pages (writable ones for an access that lets the
+/// device write, as `ib_access_writable` says), a region over an unmapped or read-only range is
+/// EFAULT when registered, not a fault at the first access.
+fn unreachable(peer: &sys::Peer, addr: u64, len: u64, access: Access) -> Option<Reply> {
+    let write = access.intersects(
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_ATOMIC | Access::MW_BIND,
+    );
+    match peer.mapped(addr, len, write) {
+        Ok(true) => None,
+        Ok(false) if write => Some(error(
+            libc::EFAULT,
+            "the range is not mapped writable in the program",
+        )),
+        Ok(false) => Some(error(
+            libc::EFAULT,
+            "the range is not mapped in the program",
+        )),
+        Err(e) => Some(error(libc::EFAULT, format!("the program's mappings: {e}"))),
+    }
 }

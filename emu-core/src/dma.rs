@@ -87,31 +87,17 @@ pub(crate) fn scatter<M: Memory>(
 mod tests {
     use super::*;
     use crate::memory::HeapMemory;
-    use crate::rng::Rng;
 
     #[test]
     fn gathers_and_scatters_across_sges_with_checks() {
         let mut mem = HeapMemory::new();
         let (a, b) = (mem.alloc(4), mem.alloc(4));
-        let mut keys = KeyTable::default();
-        let mut rng = Rng::new(0);
+        let mut keys = KeyTable::new(0);
         let ka = keys
-            .register(
-                &mut rng,
-                1,
-                0,
-                crate::keys::Span::at(a, 4),
-                Access::LOCAL_WRITE,
-            )
+            .register(1, 0, crate::keys::Span::at(a, 4), Access::LOCAL_WRITE)
             .unwrap();
         let kb = keys
-            .register(
-                &mut rng,
-                1,
-                0,
-                crate::keys::Span::at(b, 4),
-                Access::default(),
-            )
+            .register(1, 0, crate::keys::Span::at(b, 4), Access::default())
             .unwrap();
         let sgl = [
             Sge {

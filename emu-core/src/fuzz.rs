@@ -93,6 +93,7 @@ impl World {
     fn new() -> World {
         let config = Config {
             seed: 7,
+            key_secret: 7,
             mac: LOCAL_MAC,
             gids: vec![Gid::from(core::net::Ipv4Addr::from(LOCAL))],
             eth_mtu: 9000,

@@ -1,8 +1,9 @@
 //! Memory regions and memory windows, and the key checks every data access passes.
 //!
-//! An lkey/rkey is `index << 8 | key byte` (IBA 10.6.3.1: the low 8 bits are the consumer key
-//! part). The key byte of each registration comes from the engine's seeded RNG, so keys are not
-//! guessable across registrations, and a freed index is not reused with the same byte.
+//! An lkey/rkey is `hidden index << 8 | key byte` (IBA 10.6.3.1: the low 8 bits are the
+//! consumer key part). The index passes through a secret permutation and the key byte of each
+//! registration comes from a secret stream, so keys are not guessable from earlier keys, and a
+//! freed index is not reused with the same byte.
 
 use crate::memory::Space;
 use crate::rng::Rng;
@@ -167,35 +168,93 @@ pub struct Target {
 }
 
 /// Every MR and MW of an engine, indexed by key.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct KeyTable {
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,
     /// The key byte last used at each index, so a reused index gets a different one.
     last_key: Vec<u8>,
+    /// Where each index appears in a key.
+    scramble: Scramble,
+    /// The key bytes: a stream of the secret's own, apart from the engine's other random
+    /// choices (QPNs and CM ids show those on the wire).
+    tags: Rng,
     /// Live regions and windows, for the device's limits.
     regions: usize,
     windows: usize,
 }
 
-/// The object a key names, whatever its key byte: an L_Key or R_Key is the object's index and
-/// a variant byte (IBA 10.6: the low 8 bits are the consumer's key portion, which a memory
-/// window's bind changes).
+/// The object a key names, whatever its key byte: an L_Key or R_Key is the object's
+/// (scrambled) index and a variant byte (IBA 10.6: the low 8 bits are the consumer's key
+/// portion, which a memory window's bind changes).
 pub fn key_index(key: u32) -> u32 {
     key >> 8
 }
 
-fn split(key: u32) -> (usize, u8) {
-    (key_index(key) as usize, key as u8)
+/// A secret permutation of the 24-bit object indexes (IBA 10.6 leaves a key's upper 24 bits to
+/// the implementation): a four-round Feistel network over two 12-bit halves, each round keyed
+/// by 64 secret bits. A key shows neither how many objects came before it nor which index the
+/// next one gets, so a program or a peer cannot guess another's keys from its own. (A cheap
+/// mix rather than a cipher: it runs on every key lookup.)
+#[derive(Debug, Clone, Copy)]
+struct Scramble([u64; 4]);
+
+impl Scramble {
+    fn new(secret: u64) -> Scramble {
+        let mut rng = Rng::new(secret);
+        Scramble(std::array::from_fn(|_| rng.next_u64()))
+    }
+
+    fn round(k: u64, half: u32) -> u32 {
+        ((u64::from(half) ^ k).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 52) as u32
+    }
+
+    /// The index as a key shows it.
+    fn hide(&self, index: u32) -> u32 {
+        let (mut l, mut r) = (index >> 12 & 0xfff, index & 0xfff);
+        for &k in &self.0 {
+            (l, r) = (r, l ^ Self::round(k, r));
+        }
+        l << 12 | r
+    }
+
+    /// The index behind a key's upper 24 bits.
+    fn reveal(&self, shown: u32) -> u32 {
+        let (mut l, mut r) = (shown >> 12 & 0xfff, shown & 0xfff);
+        for &k in self.0.iter().rev() {
+            (l, r) = (r ^ Self::round(k, l), l);
+        }
+        l << 12 | r
+    }
 }
 
 impl KeyTable {
-    fn insert(&mut self, rng: &mut Rng, entry: impl FnOnce(u8) -> Entry) -> u32 {
+    /// A table whose keys come from `secret` (give it real randomness wherever programs or
+    /// peers must not guess each other's keys).
+    pub fn new(secret: u64) -> KeyTable {
+        KeyTable {
+            entries: Vec::new(),
+            free: Vec::new(),
+            last_key: Vec::new(),
+            scramble: Scramble::new(secret),
+            tags: Rng::new(!secret),
+            regions: 0,
+            windows: 0,
+        }
+    }
+
+    /// The index and key byte of `key`.
+    fn split(&self, key: u32) -> (usize, u8) {
+        (self.scramble.reveal(key_index(key)) as usize, key as u8)
+    }
+
+    fn insert(&mut self, entry: impl FnOnce(u8) -> Entry) -> u32 {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
-                // Index 0 is never used, so key 0 (a common "unset" value) never resolves.
-                if self.entries.is_empty() {
+                // The index whose key would be 0 (a common "unset" value) is never used, so
+                // key 0 never resolves.
+                while self.scramble.hide(self.entries.len() as u32) == 0 {
                     self.entries.push(None);
                     self.last_key.push(0);
                 }
@@ -204,22 +263,22 @@ impl KeyTable {
                 (self.entries.len() - 1) as u32
             }
         };
-        let mut key = rng.next_u32() as u8;
+        let mut key = self.tags.next_u32() as u8;
         if key == self.last_key[index as usize] {
             key = key.wrapping_add(1);
         }
         self.last_key[index as usize] = key;
         self.entries[index as usize] = Some(entry(key));
-        index << 8 | key as u32
+        self.scramble.hide(index) << 8 | key as u32
     }
 
     fn get(&self, key: u32) -> Option<&Entry> {
-        let (index, byte) = split(key);
+        let (index, byte) = self.split(key);
         self.entries.get(index)?.as_ref().filter(|e| e.key == byte)
     }
 
     fn get_mut(&mut self, key: u32) -> Option<&mut Entry> {
-        let (index, byte) = split(key);
+        let (index, byte) = self.split(key);
         self.entries
             .get_mut(index)?
             .as_mut()
@@ -230,7 +289,6 @@ impl KeyTable {
     /// returns the key (lkey and rkey are the same, as in rxe).
     pub fn register(
         &mut self,
-        rng: &mut Rng,
         pd: u32,
         space: Space,
         region: Span,
@@ -238,7 +296,7 @@ impl KeyTable {
     ) -> crate::Result<u32> {
         check_region(&region, access)?;
         self.regions += 1;
-        Ok(self.insert(rng, |key| Entry {
+        Ok(self.insert(|key| Entry {
             key,
             pd,
             space,
@@ -298,15 +356,15 @@ impl KeyTable {
     }
 
     fn remove(&mut self, key: u32) {
-        let (index, _) = split(key);
+        let (index, _) = self.split(key);
         self.entries[index] = None;
         self.free.push(index as u32);
     }
 
     /// Allocates an unbound memory window.
-    pub fn alloc_mw(&mut self, rng: &mut Rng, pd: u32, mw_type: MwType) -> u32 {
+    pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType) -> u32 {
         self.windows += 1;
-        self.insert(rng, |key| Entry {
+        self.insert(|key| Entry {
             key,
             pd,
             space: 0,
@@ -326,7 +384,7 @@ impl KeyTable {
     /// Frees a memory window, unbinding it.
     pub fn dealloc_mw(&mut self, handle: u32) -> crate::Result<()> {
         // A window is named by its index: its key byte changes with every bind.
-        let (index, _) = split(handle);
+        let (index, _) = self.split(handle);
         let rkey = match self.entries.get(index).and_then(Option::as_ref) {
             Some(
                 e @ Entry {
@@ -397,7 +455,7 @@ impl KeyTable {
         }
         let (space, addr) = (mr.space, mr.addr + (req.addr - mr.iova));
         self.unbind(req.mw_rkey);
-        let (index, _) = split(req.mw_rkey);
+        let (index, _) = self.split(req.mw_rkey);
         let key = req.new_key;
         let bound = req.len > 0;
         if bound
@@ -421,7 +479,7 @@ impl KeyTable {
             mr: bound.then_some(req.mr_lkey),
             qpn: (mw_type == MwType::Type2).then_some(qpn),
         };
-        Ok((index as u32) << 8 | key as u32)
+        Ok(req.mw_rkey & !0xff | u32::from(key))
     }
 
     /// Invalidates a key (local invalidate, or send with invalidate), as IBA 10.6.6 allows:
@@ -496,6 +554,19 @@ impl KeyTable {
         Some((start, e.len))
     }
 
+    /// The memory a region's key registers, and its access (`None` for a window or no key).
+    pub fn region(&self, key: u32) -> Option<(Span, Access)> {
+        let e = self
+            .get(key)
+            .filter(|e| matches!(e.kind, Kind::Mr { .. }))?;
+        let span = Span {
+            addr: e.addr,
+            iova: e.iova,
+            len: e.len,
+        };
+        Some((span, e.access))
+    }
+
     /// How many regions and windows belong to `pd` (a PD in use cannot be freed).
     pub fn count_in_pd(&self, pd: u32) -> usize {
         self.entries.iter().flatten().filter(|e| e.pd == pd).count()
@@ -550,17 +621,43 @@ mod tests {
 
     const RW: Access = Access::from_bits_retain(1 | 2 | 4);
 
-    fn table() -> (KeyTable, Rng) {
-        (KeyTable::default(), Rng::new(1))
+    fn table() -> KeyTable {
+        KeyTable::new(1)
+    }
+
+    #[test]
+    fn the_hidden_index_is_a_permutation_that_shows_no_order() {
+        let s = Scramble::new(0x1234_5678);
+        for i in (0..1 << 24).step_by(97).chain([0xff_ffff]) {
+            let shown = s.hide(i);
+            assert!(shown < 1 << 24);
+            assert_eq!(s.reveal(shown), i);
+        }
+        // Keys of regions registered one after another: neither their order nor their steps
+        // repeat, and another secret gives others.
+        let keys = |secret| {
+            let mut t = KeyTable::new(secret);
+            (0..64)
+                .map(|_| t.register(1, 0, Span::at(0x1000, 16), RW).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let (a, b) = (keys(1), keys(2));
+        let steps: std::collections::HashSet<i64> = a
+            .windows(2)
+            .map(|w| i64::from(w[1] >> 8) - i64::from(w[0] >> 8))
+            .collect();
+        assert!(steps.len() > 48, "steps between indexes: {steps:?}");
+        assert!(!a.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(a.iter().zip(&b).filter(|(x, y)| x == y).count(), 0);
+        assert!(a.iter().all(|&k| k >> 8 != 0), "key 0 never resolves");
     }
 
     #[test]
     fn key_is_index_and_byte_and_checks_everything() {
-        let (mut t, mut rng) = table();
-        let k = t
-            .register(&mut rng, 1, 0, Span::at(0x1000, 0x100), RW)
-            .unwrap();
-        assert_eq!(k >> 8, 1);
+        let mut t = table();
+        let k = t.register(1, 0, Span::at(0x1000, 0x100), RW).unwrap();
+        assert_eq!(t.split(k), (0, k as u8), "the first index, hidden");
+        assert_ne!(k >> 8, 0);
         let ok = t.check_remote(k, 1, 5, Access::REMOTE_WRITE, 0x1000, 0x100);
         assert_eq!(
             ok,
@@ -599,37 +696,35 @@ mod tests {
 
     #[test]
     fn deregistration_invalidates_at_once_and_reuse_changes_the_byte() {
-        let (mut t, mut rng) = table();
-        let k = t.register(&mut rng, 1, 0, Span::at(0, 16), RW).unwrap();
+        let mut t = table();
+        let k = t.register(1, 0, Span::at(0, 16), RW).unwrap();
         t.deregister(k).unwrap();
         assert_eq!(
             t.check_local(k, 1, Access::LOCAL_WRITE, 0, 1),
             Err(KeyError::Invalid)
         );
         assert!(t.deregister(k).is_err());
-        let k2 = t.register(&mut rng, 1, 0, Span::at(0, 16), RW).unwrap();
+        let k2 = t.register(1, 0, Span::at(0, 16), RW).unwrap();
         assert_eq!(k2 >> 8, k >> 8);
         assert_ne!(k2, k);
     }
 
     #[test]
     fn remote_write_without_local_write_is_einval() {
-        let (mut t, mut rng) = table();
-        let err = t.register(&mut rng, 1, 0, Span::at(0, 16), Access::REMOTE_WRITE);
+        let mut t = table();
+        let err = t.register(1, 0, Span::at(0, 16), Access::REMOTE_WRITE);
         assert_eq!(err.unwrap_err().errno(), 22);
         assert!(
-            t.register(&mut rng, 1, 0, Span::at(0, 16), Access::REMOTE_READ)
+            t.register(1, 0, Span::at(0, 16), Access::REMOTE_READ)
                 .is_ok()
         );
     }
 
     #[test]
     fn zero_based_regions_take_offsets() {
-        let (mut t, mut rng) = table();
+        let mut t = table();
         let access = RW.union(Access::ZERO_BASED);
-        let k = t
-            .register(&mut rng, 1, 0, Span::at(0x5000, 0x10), access)
-            .unwrap();
+        let k = t.register(1, 0, Span::at(0x5000, 0x10), access).unwrap();
         let target = t.check_remote(k, 1, 0, Access::REMOTE_READ, 4, 4).unwrap();
         assert_eq!(target.addr, 0x5004);
         assert!(
@@ -640,17 +735,11 @@ mod tests {
 
     #[test]
     fn windows_bind_invalidate_and_pin_their_region() {
-        let (mut t, mut rng) = table();
+        let mut t = table();
         let mr = t
-            .register(
-                &mut rng,
-                1,
-                0,
-                Span::at(0x1000, 0x1000),
-                RW.union(Access::MW_BIND),
-            )
+            .register(1, 0, Span::at(0x1000, 0x1000), RW.union(Access::MW_BIND))
             .unwrap();
-        let mw = t.alloc_mw(&mut rng, 1, MwType::Type2);
+        let mw = t.alloc_mw(1, MwType::Type2);
         // Unbound: unusable.
         assert!(t.check_remote(mw, 1, 9, Access::REMOTE_READ, 0, 0).is_err());
         let req = MwBind {
@@ -702,11 +791,9 @@ mod tests {
 
     #[test]
     fn bind_checks_the_region() {
-        let (mut t, mut rng) = table();
-        let mr = t
-            .register(&mut rng, 1, 0, Span::at(0x1000, 0x1000), RW)
-            .unwrap();
-        let mw = t.alloc_mw(&mut rng, 1, MwType::Type1);
+        let mut t = table();
+        let mr = t.register(1, 0, Span::at(0x1000, 0x1000), RW).unwrap();
+        let mw = t.alloc_mw(1, MwType::Type1);
         let req = MwBind {
             mw_rkey: mw,
             new_key: 0,
@@ -717,13 +804,7 @@ mod tests {
         };
         assert_eq!(t.bind(1, 0, &req), Err(KeyError::Access));
         let mr2 = t
-            .register(
-                &mut rng,
-                1,
-                0,
-                Span::at(0x1000, 0x1000),
-                RW.union(Access::MW_BIND),
-            )
+            .register(1, 0, Span::at(0x1000, 0x1000), RW.union(Access::MW_BIND))
             .unwrap();
         let far = MwBind {
             mr_lkey: mr2,
@@ -776,15 +857,13 @@ mod tests {
 
     #[test]
     fn a_region_is_named_by_its_iova() {
-        let (mut t, mut rng) = table();
+        let mut t = table();
         let region = Span {
             addr: 0x7000,
             iova: 0x1_0000,
             len: 0x100,
         };
-        let k = t
-            .register(&mut rng, 1, 0, region, RW.union(Access::MW_BIND))
-            .unwrap();
+        let k = t.register(1, 0, region, RW.union(Access::MW_BIND)).unwrap();
         // Local and remote accesses name the IOVA; they land at the address.
         let local = t
             .check_local(k, 1, Access::LOCAL_WRITE, 0x1_0010, 8)
@@ -800,7 +879,7 @@ mod tests {
             Err(KeyError::Range)
         );
         // A window bound inside it is named by the region's IOVA too.
-        let mw = t.alloc_mw(&mut rng, 1, MwType::Type1);
+        let mw = t.alloc_mw(1, MwType::Type1);
         let bind = MwBind {
             mw_rkey: mw,
             new_key: 9,
@@ -823,10 +902,8 @@ mod tests {
 
     #[test]
     fn reregistering_keeps_the_key_and_changes_what_it_names() {
-        let (mut t, mut rng) = table();
-        let k = t
-            .register(&mut rng, 1, 0, Span::at(0x1000, 0x100), RW)
-            .unwrap();
+        let mut t = table();
+        let k = t.register(1, 0, Span::at(0x1000, 0x100), RW).unwrap();
         let moved = Span::at(0x8000, 0x10);
         t.reregister(k, Some((2, 0)), Some(moved), Some(Access::LOCAL_WRITE))
             .unwrap();

@@ -67,6 +67,7 @@ impl Bench {
     pub fn rc() -> Bench {
         let config = Config {
             seed: 3,
+            key_secret: 3,
             mac: LOCAL_MAC,
             gids: vec![Gid::from(core::net::Ipv4Addr::from(LOCAL))],
             eth_mtu: 9000,

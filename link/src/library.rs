@@ -74,6 +74,7 @@ impl<L: Link> Device<L> {
     pub fn config(n: u8, ip: [u8; 4]) -> Config {
         Config {
             seed: n as u64,
+            key_secret: n as u64,
             mac: EthernetAddress([0x02, 0, 0, 0, 0, n]),
             gids: vec![Gid::from(core::net::Ipv4Addr::from(ip))],
             eth_mtu: 9000,

@@ -30,11 +30,71 @@ pub fn socket() -> PathBuf {
     softrnic_client::proto::default_socket()
 }
 
+/// How a system daemon is shared among users (see docs/device.md, "One daemon for many users").
+#[derive(Debug, Clone, clap::Args)]
+pub struct SharingArgs {
+    /// Let this group's members use the daemon (its socket becomes 0660 and the group's).
+    #[arg(long, value_name = "GROUP")]
+    group: Option<String>,
+    /// Let this group's members administer it as root does: devices, DCQCN, captures.
+    #[arg(long, value_name = "GROUP")]
+    admin_group: Option<String>,
+    /// The most queue pairs each user but root may hold at once.
+    #[arg(long, value_name = "N")]
+    max_qps_per_user: Option<u64>,
+    /// The most memory regions each user but root may hold at once.
+    #[arg(long, value_name = "N")]
+    max_mrs_per_user: Option<u64>,
+    /// The most bytes each user but root may have registered at once (like RLIMIT_MEMLOCK;
+    /// K, M and G suffixes count in 1024s).
+    #[arg(long, value_name = "BYTES", value_parser = bytes)]
+    max_registered_per_user: Option<u64>,
+}
+
+impl SharingArgs {
+    fn sharing(&self) -> Result<softrnic_daemon::Sharing, String> {
+        let gid = |g: &Option<String>| {
+            g.as_deref()
+                .map(softrnic_sys::group_id)
+                .transpose()
+                .map_err(|e| e.to_string())
+        };
+        Ok(softrnic_daemon::Sharing {
+            group: gid(&self.group)?,
+            admin_group: gid(&self.admin_group)?,
+            limits: softrnic_daemon::Limits {
+                qps: self.max_qps_per_user,
+                mrs: self.max_mrs_per_user,
+                registered: self.max_registered_per_user,
+            },
+        })
+    }
+}
+
+/// A byte count: a number, optionally with K, M or G (powers of 1024).
+fn bytes(s: &str) -> Result<u64, String> {
+    let (n, shift) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    n.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{s}: not a byte count (a number, with K, M or G)"))
+}
+
 /// Runs the daemon in the foreground until SIGINT or SIGTERM.
-pub fn run_daemon(workers: Option<std::num::NonZeroUsize>) -> Result<(), String> {
+pub fn run_daemon(
+    workers: Option<std::num::NonZeroUsize>,
+    sharing: &SharingArgs,
+) -> Result<(), String> {
     let path = socket();
     let workers = workers.map_or_else(softrnic_daemon::default_workers, |n| n.get());
+    let sharing = sharing.sharing()?;
     let mut d = Daemon::bind(&path, workers).map_err(|e| e.to_string())?;
+    d.share(sharing).map_err(|e| e.to_string())?;
     tracing::info!(socket = %path.display(), workers, "softrnic daemon serving");
     static STOP: AtomicBool = AtomicBool::new(false);
     softrnic_sys::on_termination(&STOP);
@@ -46,8 +106,11 @@ pub fn run_daemon(workers: Option<std::num::NonZeroUsize>) -> Result<(), String>
 /// Connects to the daemon, starting one in the background first if none answers.
 pub fn connect_or_start() -> Result<Client, String> {
     let path = socket();
-    if let Ok(c) = Client::connect(&path) {
-        return Ok(c);
+    match Client::connect(&path) {
+        Ok(c) => return Ok(c),
+        // A daemon serves there, but not this user: starting another would not help.
+        Err(e) if e.errno == libc::EACCES => return Err(e.message),
+        Err(_) => {}
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let log = path.with_extension("log");
@@ -185,6 +248,7 @@ pub fn status() -> Result<(), String> {
     let path = socket();
     let mut c = match Client::connect(&path) {
         Ok(c) => c,
+        Err(e) if e.errno == libc::EACCES => return Err(e.message),
         Err(_) => {
             println!("no daemon at {}", path.display());
             return Ok(());

@@ -137,6 +137,8 @@ enum Command {
         /// `SOFTRNIC_WORKERS`, or one per two CPUs.
         #[arg(long)]
         workers: Option<std::num::NonZeroUsize>,
+        #[command(flatten)]
+        sharing: admin::SharingArgs,
     },
     /// Add a device: on an interface (AF_XDP or AF_PACKET), or local (same host only).
     Up {
@@ -371,7 +373,7 @@ fn run(cli: Cli) -> Result<(), String> {
             capture::write_pcap(&capture::sample_frames(), std::io::BufWriter::new(file))
                 .map_err(|e| format!("{}: {e}", out.display()))
         }
-        Command::Daemon { workers } => admin::run_daemon(workers),
+        Command::Daemon { workers, sharing } => admin::run_daemon(workers, &sharing),
         Command::Up {
             netdev,
             backend,

@@ -889,6 +889,7 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
         let (me, them) = ([198, 18, 2, 1], [198, 18, 2, 2]);
         let config = Config {
             seed: 11,
+            key_secret: 11,
             mac: softrnic_wire::EthernetAddress(mac),
             gids: vec![Gid::from(std::net::Ipv4Addr::from(me))],
             eth_mtu: mtu,

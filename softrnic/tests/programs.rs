@@ -7,7 +7,6 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -480,21 +479,8 @@ fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
     let _serial = serial();
     // An unprivileged user (nobody) runs softrnic from a directory it can read: the command
     // and, beside it, the libraries `exec` links.
-    let dir = std::env::temp_dir().join(format!("srn-nobody-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_softrnic"));
-    std::fs::copy(&bin, dir.join("softrnic")).unwrap();
-    for lib in ["libsoftrnic_ibverbs_provider.so", "libsoftrnic_rdmacm.so"] {
-        std::fs::copy(dropin(lib), dir.join(lib)).unwrap();
-    }
-    // Readable by all, and writable for the daemon's socket and log and exec's link.
-    let chmod = Command::new("chmod")
-        .args(["-R", "a+rwX"])
-        .arg(&dir)
-        .status()
-        .unwrap();
-    assert!(chmod.success());
+    // Writable for the daemon's socket and log and exec's link too.
+    let dir = for_everyone("nobody", &[]);
     let socket = dir.join("daemon.sock");
     let as_nobody = |args: &[&str]| {
         let mut c = Command::new("setpriv");

@@ -14,6 +14,7 @@ mod netlink;
 mod netns;
 mod notify;
 mod packet;
+mod peer;
 mod process;
 pub mod rtnetlink;
 
@@ -25,6 +26,7 @@ pub use netlink::*;
 pub use netns::*;
 pub use notify::*;
 pub use packet::*;
+pub use peer::Peer;
 pub use process::*;
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {

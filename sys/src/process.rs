@@ -1,5 +1,5 @@
-//! Other processes: their credentials on a Unix socket and their memory (process_vm_readv/writev);
-//! this process's user id and termination signals.
+//! Other processes: their credentials on a Unix socket; this process's memory as the kernel
+//! checks it (process_vm_readv), its user id, randomness and termination signals.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -25,6 +25,90 @@ pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32)> {
     Ok((cred.pid as u32, cred.uid))
 }
 
+/// The groups of the process at the other end of a Unix socket when it connected: its
+/// primary group (SO_PEERCRED) and its supplementary ones (SO_PEERGROUPS).
+pub fn peer_groups(fd: RawFd) -> io::Result<Vec<u32>> {
+    // SAFETY: ucred is plain data; all-zero is a valid value.
+    let mut cred: libc::ucred = unsafe { zeroed() };
+    let mut len = size_of::<libc::ucred>() as u32;
+    // SAFETY: `cred` and `len` outlive the call and `len` is its size.
+    check(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &raw mut len,
+        )
+    })?;
+    let mut groups = vec![0 as libc::gid_t; 64];
+    loop {
+        let mut len = (groups.len() * size_of::<libc::gid_t>()) as u32;
+        // SAFETY: `groups` holds `len` bytes and outlives the call.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &raw mut len,
+            )
+        };
+        let n = len as usize / size_of::<libc::gid_t>();
+        match r {
+            0 => {
+                groups.truncate(n);
+                groups.push(cred.gid);
+                return Ok(groups);
+            }
+            // Too small: the kernel said how large.
+            _ if io::Error::last_os_error().raw_os_error() == Some(libc::ERANGE) => {
+                groups.resize(n.max(groups.len() * 2), 0);
+            }
+            _ => return Err(io::Error::last_os_error()),
+        }
+    }
+}
+
+/// Whether this process may write `path` (access(2) with W_OK: what connecting to a Unix
+/// socket needs).
+pub fn may_write(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is NUL-terminated and outlives the call.
+    unsafe { libc::access(c.as_ptr(), libc::W_OK) == 0 }
+}
+
+/// The id of group `name` (or `name` itself, if it is a number).
+pub fn group_id(name: &str) -> io::Result<u32> {
+    if let Ok(gid) = name.parse() {
+        return Ok(gid);
+    }
+    let c =
+        std::ffi::CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `c` is NUL-terminated; getgrnam's result is read at once, on the thread that
+    // asked, before any other call could reuse its static storage.
+    let g = unsafe { libc::getgrnam(c.as_ptr()) };
+    if g.is_null() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no group {name}"),
+        ));
+    }
+    // SAFETY: a non-null result points at a valid group entry.
+    Ok(unsafe { (*g).gr_gid })
+}
+
+/// Lets group `gid` connect to the Unix socket at `path` and nobody else but its owner
+/// (mode 0660), as /dev/infiniband/uverbs* is given to a group.
+pub fn share_socket(path: &std::path::Path, gid: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::os::unix::fs::chown(path, None, Some(gid))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+}
+
 /// Copies `dst.len()` bytes at `addr` in process `pid` into `dst` (process_vm_readv). Fails
 /// unless every byte was copied.
 pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
@@ -34,7 +118,7 @@ pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
 
 /// Reads up to `dst.len()` bytes at `addr` in process `pid`, stopping at the first unmapped
 /// page; returns how many were read.
-pub fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec {
         iov_base: dst.as_mut_ptr().cast(),
         iov_len: dst.len(),
@@ -53,43 +137,7 @@ pub fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
     }
 }
 
-/// Copies each `(addr, bytes)` into process `pid` with one process_vm_writev per 1024 pieces
-/// (IOV_MAX). Fails unless every byte was copied.
-pub fn vm_write_all(pid: u32, pieces: &[(u64, &[u8])]) -> io::Result<()> {
-    for chunk in pieces.chunks(1024) {
-        let local: Vec<libc::iovec> = chunk
-            .iter()
-            .map(|(_, b)| libc::iovec {
-                iov_base: b.as_ptr().cast_mut().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
-        let remote: Vec<libc::iovec> = chunk
-            .iter()
-            .map(|(a, b)| libc::iovec {
-                iov_base: *a as *mut libc::c_void,
-                iov_len: b.len(),
-            })
-            .collect();
-        let len = chunk.iter().map(|(_, b)| b.len()).sum();
-        // SAFETY: each local iovec describes a slice that outlives the call and is only read;
-        // the kernel checks the remote ones against the other process's mappings.
-        let n = unsafe {
-            libc::process_vm_writev(
-                pid as i32,
-                local.as_ptr(),
-                local.len() as u64,
-                remote.as_ptr(),
-                remote.len() as u64,
-                0,
-            )
-        };
-        whole(n, len)?;
-    }
-    Ok(())
-}
-
-/// The result of a process_vm_readv/writev that had to move `len` bytes.
+/// The result of a process_vm_readv that had to move `len` bytes.
 fn whole(n: isize, len: usize) -> io::Result<()> {
     if n < 0 {
         Err(io::Error::last_os_error())
@@ -98,6 +146,16 @@ fn whole(n: isize, len: usize) -> io::Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// 64 random bits from the kernel (getrandom).
+pub fn random_u64() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: `bytes` outlives the call and its length is given. Eight bytes never come back
+    // short from getrandom once the pool is ready, which it waits for.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    assert_eq!(n, 8, "getrandom: {}", io::Error::last_os_error());
+    u64::from_ne_bytes(bytes)
 }
 
 /// This process's real user id.

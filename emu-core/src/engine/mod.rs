@@ -41,8 +41,11 @@ pub const MAX_FRAME: usize = 4096 + 18 + 40 + 8 + 12 + 28 + 4;
 /// How an engine is set up.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Seeds every random choice (initial QPNs, key bytes, UDP source ports).
+    /// Seeds every random choice but keys (initial QPNs, CM ids, UDP source ports).
     pub seed: u64,
+    /// Makes the L_Keys and R_Keys (a secret: real randomness wherever programs or peers
+    /// must not guess each other's keys).
+    pub key_secret: u64,
     /// This device's MAC.
     pub mac: EthernetAddress,
     /// The GID table (the device keeps it in sync with the interface's addresses).
@@ -127,7 +130,7 @@ impl<M: Memory> Engine<M> {
         Engine {
             sh: Shared {
                 mem,
-                keys: KeyTable::default(),
+                keys: KeyTable::new(config.key_secret),
                 cqs: Slab::default(),
                 srqs: Slab::default(),
                 events: VecDeque::new(),
@@ -590,6 +593,7 @@ mod tests {
     fn a_qp_number_whose_connection_is_not_over_is_not_given_again() {
         let config = Config {
             seed: 7,
+            key_secret: 7,
             mac: EthernetAddress([2, 0, 0, 0, 0, 1]),
             gids: vec![Gid::from(core::net::Ipv4Addr::new(198, 18, 0, 1))],
             eth_mtu: 1500,

@@ -66,9 +66,7 @@ impl<M: Memory> Engine<M> {
         if self.sh.keys.regions() >= self.device.max_mr as usize {
             return Err(VerbsError::NoMemory("too many memory regions"));
         }
-        self.sh
-            .keys
-            .register(&mut self.sh.rng, pd, space, region, access)
+        self.sh.keys.register(pd, space, region, access)
     }
 
     /// Changes a region, its key kept (`ibv_rereg_mr`): moves it to PD `pd`, to the memory
@@ -87,6 +85,11 @@ impl<M: Memory> Engine<M> {
         self.sh.keys.reregister(key, pd, region, access)
     }
 
+    /// The memory region `key` registers, and its access.
+    pub fn mr(&self, key: u32) -> Option<(Span, Access)> {
+        self.sh.keys.region(key)
+    }
+
     /// Deregisters memory: its key stops working at once.
     pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
         self.sh.keys.deregister(key)
@@ -98,7 +101,7 @@ impl<M: Memory> Engine<M> {
         if self.sh.keys.windows() >= self.device.max_mw as usize {
             return Err(VerbsError::NoMemory("too many memory windows"));
         }
-        Ok(self.sh.keys.alloc_mw(&mut self.sh.rng, pd, mw_type))
+        Ok(self.sh.keys.alloc_mw(pd, mw_type))
     }
 
     /// Frees a memory window, named by any of its keys (the one `alloc_mw` gave, or the one

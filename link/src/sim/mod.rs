@@ -176,6 +176,7 @@ impl Sim {
                 let gid = Gid::from(core::net::Ipv4Addr::new(198, 18, 0, i as u8 + 1));
                 let config = Config {
                     seed: seed.wrapping_mul(31).wrapping_add(i as u64),
+                    key_secret: !seed.wrapping_add(i as u64),
                     mac,
                     gids: vec![gid],
                     eth_mtu: 9000,

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU16, Ordering};
@@ -71,6 +71,13 @@ impl Host {
         for _ in 0..workers {
             host.up(&["up"]);
         }
+        host
+    }
+
+    /// Starts a daemon (`softrnic daemon ARGS`) with one local device.
+    pub fn with_args(tag: &str, args: &[&str]) -> Host {
+        let mut host = Host::daemon(tag, None, args);
+        host.up(&["up"]);
         host
     }
 
@@ -262,6 +269,31 @@ pub fn c_program_for_rdma_core_65(name: &str) -> PathBuf {
             "-libverbs",
         ],
     )
+}
+
+/// A directory every user can read and write (`tag` names it), holding a copy of softrnic with
+/// the drop-in libraries beside it (where `exec` finds them) and of each of `files`: what
+/// other users run, whatever the permissions of the directories the tests are built in.
+pub fn for_everyone(tag: &str, files: &[&Path]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("srn-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_softrnic"));
+    let libs = ["libsoftrnic_ibverbs_provider.so", "libsoftrnic_rdmacm.so"].map(dropin);
+    for f in [bin.as_path()]
+        .into_iter()
+        .chain(libs.iter().map(PathBuf::as_path))
+        .chain(files.iter().copied())
+    {
+        std::fs::copy(f, dir.join(f.file_name().unwrap())).unwrap();
+    }
+    let chmod = Command::new("chmod")
+        .args(["-R", "a+rwX"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(chmod.success());
+    dir
 }
 
 /// Compiles `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs`.

@@ -1,0 +1,284 @@
+//! The process at the other end of a Unix socket, pinned: its `/proc` directory and its memory,
+//! opened while it was known to be the process that connected. Unlike a PID, they stay that
+//! process's after it exits (reads and writes then fail), so a PID reused by another process
+//! never leads to that process's memory.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::FileExt;
+
+use super::check;
+
+/// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process that called connect(2).
+const SO_PEERPIDFD: libc::c_int = 77;
+
+/// A connected program's process and its memory.
+#[derive(Debug)]
+pub struct Peer {
+    pid: u32,
+    /// `/proc/PID`: a directory of this process alone.
+    dir: OwnedFd,
+    /// `/proc/PID/mem`: this process's address space.
+    mem: File,
+}
+
+impl Peer {
+    /// The process that connected socket `fd`. On Linux 6.5 and later the kernel names it
+    /// (SO_PEERPIDFD), so a process that passed its connection on and exited cannot make this
+    /// reach whatever reused its PID: if the process is still alive once its `/proc`
+    /// directory is open, that directory is its own. Older kernels give only the PID
+    /// (SO_PEERCRED), pinned here, when the daemon accepts.
+    pub fn of_socket(fd: RawFd) -> io::Result<Peer> {
+        let (pid, _) = super::peer_cred(fd)?;
+        let pidfd = match peer_pidfd(fd) {
+            Ok(p) => Some(p),
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => None,
+            Err(e) => return Err(e),
+        };
+        let pid = match &pidfd {
+            Some(p) => pidfd_pid(p)?,
+            None => pid,
+        };
+        let dir = open_at(libc::AT_FDCWD, &format!("/proc/{pid}"), libc::O_DIRECTORY)?;
+        if pidfd.as_ref().is_some_and(exited) {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        let mem = File::from(open_at(dir.as_raw_fd(), "mem", libc::O_RDWR)?);
+        Ok(Peer { pid, dir, mem })
+    }
+
+    /// Its PID when it connected.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Reads up to `dst.len()` bytes at `addr`, stopping at the first page it cannot read;
+    /// returns how many it read (an error if none).
+    pub fn read_some(&self, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+        let mut done = 0;
+        while done < dst.len() {
+            match self.mem.read_at(&mut dst[done..], offset(addr, done)?) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if done == 0 => return Err(e),
+                Err(_) => break,
+            }
+        }
+        match done {
+            0 if !dst.is_empty() => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+            n => Ok(n),
+        }
+    }
+
+    /// Reads exactly `dst.len()` bytes at `addr`.
+    pub fn read(&self, addr: u64, dst: &mut [u8]) -> io::Result<()> {
+        match self.read_some(addr, dst)? {
+            n if n == dst.len() => Ok(()),
+            _ => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+        }
+    }
+
+    /// Writes all of `src` at `addr`.
+    pub fn write(&self, addr: u64, src: &[u8]) -> io::Result<()> {
+        let mut done = 0;
+        while done < src.len() {
+            match self.mem.write_at(&src[done..], offset(addr, done)?)? {
+                0 => return Err(io::Error::from_raw_os_error(libc::EFAULT)),
+                n => done += n,
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `[addr, addr + len)` is mapped in the process, readable, and writable too if
+    /// `write` (as the kernel pins a region's pages for `ibv_reg_mr`: writable ones for an
+    /// access that lets the device write). Writes through `/proc/PID/mem` could reach
+    /// read-only pages, so this is what keeps the daemon to what the program itself can reach.
+    pub fn mapped(&self, addr: u64, len: u64, write: bool) -> io::Result<bool> {
+        if len == 0 {
+            return Ok(true);
+        }
+        let Some(end) = addr.checked_add(len) else {
+            return Ok(false);
+        };
+        let mut maps = String::new();
+        io::Read::read_to_string(
+            &mut File::from(open_at(self.dir.as_raw_fd(), "maps", 0)?),
+            &mut maps,
+        )?;
+        Ok(covered(&maps, addr, end, write))
+    }
+}
+
+/// Whether the mappings of a `/proc/PID/maps` text cover `[addr, end)` without a gap, each
+/// readable and, if `write`, writable.
+fn covered(maps: &str, mut addr: u64, end: u64, write: bool) -> bool {
+    for line in maps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let Some((from, to)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(from), Ok(to)) = (u64::from_str_radix(from, 16), u64::from_str_radix(to, 16))
+        else {
+            continue;
+        };
+        if to <= addr {
+            continue;
+        }
+        let perms = perms.as_bytes();
+        if from > addr || perms.first() != Some(&b'r') || (write && perms.get(1) != Some(&b'w')) {
+            return false;
+        }
+        addr = to;
+        if addr >= end {
+            return true;
+        }
+    }
+    false
+}
+
+/// `addr + done` as a file offset of `/proc/PID/mem`.
+fn offset(addr: u64, done: usize) -> io::Result<u64> {
+    addr.checked_add(done as u64)
+        .filter(|&o| o <= i64::MAX as u64)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::EFAULT))
+}
+
+fn open_at(dir: RawFd, path: &str, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let path =
+        std::ffi::CString::new(path).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: `path` is a NUL-terminated string that outlives the call.
+    let fd = check(unsafe { libc::openat(dir, path.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: openat returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn peer_pidfd(fd: RawFd) -> io::Result<OwnedFd> {
+    let mut pidfd: libc::c_int = -1;
+    let mut len = size_of::<libc::c_int>() as u32;
+    // SAFETY: `pidfd` and `len` outlive the call and `len` is its size.
+    check(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_PEERPIDFD,
+            (&raw mut pidfd).cast(),
+            &raw mut len,
+        )
+    })?;
+    // SAFETY: the kernel made a new descriptor for this process to own.
+    Ok(unsafe { OwnedFd::from_raw_fd(pidfd) })
+}
+
+/// The PID a pidfd names now, from its fdinfo (ESRCH once the process is gone).
+fn pidfd_pid(pidfd: &OwnedFd) -> io::Result<u32> {
+    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", pidfd.as_raw_fd()))?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("Pid:"))
+        .and_then(|p| p.trim().parse::<i64>().ok())
+        .filter(|&p| p > 0)
+        .map(|p| p as u32)
+        .ok_or_else(|| io::Error::from_raw_os_error(libc::ESRCH))
+}
+
+/// Whether a pidfd's process has exited (it polls readable then).
+fn exited(pidfd: &OwnedFd) -> bool {
+    let mut p = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd that outlives the call.
+    let n = unsafe { libc::poll(&raw mut p, 1, 0) };
+    n != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    const MAPS: &str = "\
+00400000-00401000 r-xp 00000000 08:01 1 /bin/x
+00401000-00403000 rw-p 00000000 00:00 0
+00403000-00404000 rw-p 00000000 00:00 0 [heap]
+00500000-00501000 ---p 00000000 00:00 0
+";
+
+    #[test]
+    fn a_range_is_covered_by_readable_mappings_without_gaps() {
+        assert!(covered(MAPS, 0x400000, 0x400010, false));
+        assert!(
+            !covered(MAPS, 0x400000, 0x400010, true),
+            "text is not writable"
+        );
+        assert!(
+            covered(MAPS, 0x401800, 0x403800, true),
+            "two adjoining mappings"
+        );
+        assert!(
+            !covered(MAPS, 0x403800, 0x404800, false),
+            "runs past the end"
+        );
+        assert!(!covered(MAPS, 0x500000, 0x500001, false), "PROT_NONE");
+        assert!(
+            !covered(MAPS, 0x300000, 0x300001, false),
+            "before every mapping"
+        );
+        assert!(!covered(MAPS, 0x404000, 0x404001, false), "in a gap");
+    }
+
+    #[test]
+    fn reads_and_writes_the_process_at_the_other_end() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let peer = Peer::of_socket(a.as_raw_fd()).unwrap();
+        assert_eq!(peer.pid(), std::process::id());
+        let mut data = vec![1u8, 2, 3, 4];
+        let addr = data.as_mut_ptr() as u64;
+        peer.write(addr + 1, &[9, 9]).unwrap();
+        let mut got = [0u8; 4];
+        peer.read(addr, &mut got).unwrap();
+        assert_eq!(got, [1, 9, 9, 4]);
+        assert_eq!(std::hint::black_box(&mut data)[..], [1, 9, 9, 4]);
+        assert!(peer.mapped(addr, 4, true).unwrap());
+        assert!(peer.read(8, &mut got).is_err(), "page 0 is never mapped");
+        assert!(peer.read(u64::MAX - 1, &mut got).is_err());
+        let text = a_function as *const () as u64;
+        assert!(peer.mapped(text, 1, false).unwrap());
+        assert!(!peer.mapped(text, 1, true).unwrap(), "code is read-only");
+    }
+
+    fn a_function() {}
+
+    #[test]
+    fn a_pinned_process_that_exited_is_not_reached_through_its_pid() {
+        let dir = std::env::temp_dir().join(format!("srn-peer-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let listener = std::os::unix::net::UnixListener::bind(&dir).unwrap();
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", "import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); time.sleep(60)"])
+            .arg(&dir)
+            .spawn()
+            .unwrap();
+        let (conn, _) = listener.accept().unwrap();
+        let peer = Peer::of_socket(conn.as_raw_fd()).unwrap();
+        assert_eq!(peer.pid(), child.id());
+        // Its stack is mapped while it lives...
+        let maps = std::fs::read_to_string(format!("/proc/{}/maps", child.id())).unwrap();
+        let stack = maps.lines().find(|l| l.ends_with("[stack]")).unwrap();
+        let addr = u64::from_str_radix(stack.split('-').next().unwrap(), 16).unwrap();
+        let mut b = [0u8; 8];
+        peer.read(addr + 4096, &mut b).unwrap();
+        // ...and not once it has gone, whatever has its PID now.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(peer.read(addr + 4096, &mut b).is_err());
+        assert!(peer.write(addr + 4096, &b).is_err());
+        assert!(peer.mapped(addr, 1, false).is_err());
+        let _ = std::fs::remove_file(&dir);
+    }
+}
