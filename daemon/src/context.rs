@@ -52,8 +52,6 @@ pub(super) struct Context {
     /// Descriptors to send with the next reply (the Open and CreateCompChannel replies).
     pub send_fds: Vec<OwnedFd>,
     pub pid: u32,
-    /// Its process, pinned when it connected (or why it could not be).
-    pub peer: Result<Arc<sys::Peer>, String>,
     pub uid: u32,
     /// Its supplementary groups when it connected (SO_PEERGROUPS).
     pub groups: Vec<u32>,
@@ -87,11 +85,7 @@ pub(super) struct Port {
 
 impl Context {
     pub fn new(stream: UnixStream, pid: u32, uid: u32, space: Space) -> Context {
-        let fd = stream.as_raw_fd();
-        let peer = sys::Peer::of_socket(fd)
-            .map(Arc::new)
-            .map_err(|e| format!("the daemon cannot reach this program's memory: {e}"));
-        let groups = sys::peer_groups(fd).unwrap_or_default();
+        let groups = sys::peer_groups(stream.as_raw_fd()).unwrap_or_default();
         Context {
             stream,
             inbuf: Vec::new(),
@@ -101,7 +95,6 @@ impl Context {
             broken: false,
             send_fds: Vec::new(),
             pid,
-            peer,
             uid,
             groups,
             space,

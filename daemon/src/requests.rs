@@ -4,6 +4,8 @@
 //! (EINVAL otherwise), so no program reaches another's objects; and every remote access goes
 //! through the engine's key and PD checks, so none reaches another's memory.
 
+use std::os::fd::AsRawFd;
+
 use softrnic_emu_core::{Access, AttrMask, QpType, Span, VerbsError, key_index};
 
 use crate::context::Port;
@@ -173,9 +175,14 @@ impl Daemon {
                 if ctx.device.is_some() || ctx.cm.is_some() {
                     return error(libc::EINVAL, "this connection is in use already");
                 }
-                let peer = match &ctx.peer {
-                    Ok(p) => p.clone(),
-                    Err(e) => return error(libc::EACCES, e.clone()),
+                // Its process, pinned now: the program has let the daemon reach its memory
+                // (PR_SET_PTRACER, for Yama) before it opens a device.
+                let peer = match sys::Peer::of_socket(ctx.stream.as_raw_fd()) {
+                    Ok(p) => std::sync::Arc::new(p),
+                    Err(e) => {
+                        let why = format!("the daemon cannot reach this program's memory: {e}");
+                        return error(libc::EACCES, why);
+                    }
                 };
                 let (region, memfd) = match Region::create() {
                     Ok(r) => r,

@@ -110,12 +110,13 @@ fn open(device: *mut Device) -> Result<*mut Context, Error> {
     // SAFETY: programs pass devices from ibv_get_device_list, which are never freed.
     let name = unsafe { (*device).name() };
     let mut client = Client::connect(&default_socket())?;
-    client.open(&name)?;
-    let attr = client.query_device()?;
-    // Under Yama's ptrace_scope 1, process_vm_readv from the daemon needs this; without Yama
-    // the call fails with EINVAL and nothing is needed.
+    // Under Yama's ptrace_scope 1, the daemon's opening of /proc/PID/mem when the device opens
+    // (and its process_vm_readv) needs this; without Yama the call fails with EINVAL and
+    // nothing is needed.
     // SAFETY: no pointers.
     unsafe { libc::prctl(libc::PR_SET_PTRACER, client.daemon_pid() as libc::c_ulong) };
+    client.open(&name)?;
+    let attr = client.query_device()?;
     let cmd_fd = client.socket_fd();
     let async_fd = client.async_fd().unwrap_or(-1);
     let ctx = Box::into_raw(Box::new(Context {

@@ -255,3 +255,60 @@ fn a_connection_passed_on_cannot_reach_a_process_that_reused_the_pid() {
         "{result}"
     );
 }
+
+/// The systemd unit in the repository, run as systemd would run it (its ExecStart, then its
+/// ExecStartPost, through a shell that splits the variables as systemd does), with the
+/// commands built here and the groups by number: the daemon serves the group with a device.
+#[test]
+fn the_systemd_unit_starts_a_shared_daemon_with_its_device() {
+    let _serial = serial();
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../systemd/softrnic.service"
+    ))
+    .unwrap();
+    let bin = env!("CARGO_BIN_EXE_softrnic");
+    let line = |key: &str| {
+        unit.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("no {key}"))
+            .replace("/usr/bin/softrnic", bin)
+            .replace("softrnic-admin", &ADMINS.to_string())
+            .replace("--group rdma", &format!("--group {USERS}"))
+    };
+    let socket = std::env::temp_dir().join(format!("srn-unit-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let run = |command: String| {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(command)
+            .env("SOFTRNIC_SOCKET", &socket)
+            .env("SOFTRNIC_UP", "")
+            .env("SOFTRNIC_LIMITS", "--max-qps-per-user 4")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    };
+    let mut daemon = Running(run(format!("exec {}", line("ExecStart="))).spawn().unwrap());
+    let post = run(line("ExecStartPost=")).output().unwrap();
+    assert!(post.status.success(), "{}", text(&post.stderr));
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o660
+    );
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&meta), USERS);
+    let status = Command::new(bin)
+        .arg("status")
+        .env("SOFTRNIC_SOCKET", &socket)
+        .output()
+        .unwrap();
+    assert!(
+        text(&status.stdout).contains("srnic0"),
+        "{}",
+        text(&status.stderr)
+    );
+    let _ = daemon.0.kill();
+    let _ = daemon.0.wait();
+    let _ = std::fs::remove_file(&socket);
+}

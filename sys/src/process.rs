@@ -118,7 +118,7 @@ pub fn vm_read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
 
 /// Reads up to `dst.len()` bytes at `addr` in process `pid`, stopping at the first unmapped
 /// page; returns how many were read.
-fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec {
         iov_base: dst.as_mut_ptr().cast(),
         iov_len: dst.len(),
