@@ -1,13 +1,13 @@
 //! The daemon reaches a program's registered memory in the program's own address space,
-//! through the process's `/proc/PID/mem` opened when it connected ([`sys::Peer`]): no copy into
-//! the daemon, no shared mapping to set up, and never another process that reused the PID. The
-//! engine has checked keys, PDs, access and ranges before it asks, and registration checked
-//! that the program itself can reach the range; a process that has gone (or an address it
-//! unmapped) is a fault, which the engine turns into an error completion.
+//! through `/proc/PID/mem` of the process that connected, opened when it opened its device
+//! ([`sys::Peer`]): no copy into the daemon, no shared mapping to set up, and never another
+//! process that reused the PID. The engine has checked keys, PDs, access and ranges before it
+//! asks, and registration checked that the program itself can reach the range; a process that
+//! has gone (or an address it unmapped) is a fault, which the engine turns into an error
+//! completion.
 //!
 //! Each of those calls costs far more than the bytes it moves, and the engine asks once per
-//! packet. So, within one
-//! pass of the daemon's loop ([`ProcessMemory::end_pass`]):
+//! packet. So, within one pass of the daemon's loop ([`ProcessMemory::end_pass`]):
 //! - a packet-sized read fetches up to [`READ_AHEAD`] bytes, and the packets after it are
 //!   served from them; a short read fetches its page, and the short messages after it in the
 //!   same buffer are served from it. Up to [`AHEAD_BUFFERS`] messages are read ahead at once: the engine

@@ -264,7 +264,7 @@ impl Daemon {
                 *h += u;
             }
             if let (true, Request::ReregMr { key, .. }) = (c == i, req) {
-                held[2] -= port.owned.mrs.get(key).copied().unwrap_or(0);
+                held[2] = held[2].saturating_sub(port.owned.mrs.get(key).copied().unwrap_or(0));
             }
         }
         let what = ["queue pairs", "memory regions", "registered bytes"];

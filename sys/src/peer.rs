@@ -37,7 +37,7 @@ impl Peer {
     /// (SO_PEERPIDFD), so a process that passed its connection on and exited cannot make this
     /// reach whatever reused its PID: if the process is still alive once its `/proc`
     /// directory is open, that directory is its own. Older kernels give only the PID
-    /// (SO_PEERCRED), pinned here, when the daemon accepts.
+    /// (SO_PEERCRED), pinned here.
     pub fn of_socket(fd: RawFd) -> io::Result<Peer> {
         let (pid, _) = super::peer_cred(fd)?;
         let pidfd = match peer_pidfd(fd) {

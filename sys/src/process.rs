@@ -9,6 +9,12 @@ use super::check;
 
 /// The process id and user id at the other end of a Unix socket (SO_PEERCRED).
 pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32)> {
+    let cred = ucred(fd)?;
+    Ok((cred.pid as u32, cred.uid))
+}
+
+/// The credentials of the process at the other end of a Unix socket when it connected.
+fn ucred(fd: RawFd) -> io::Result<libc::ucred> {
     // SAFETY: ucred is plain data; all-zero is a valid value.
     let mut cred: libc::ucred = unsafe { zeroed() };
     let mut len = size_of::<libc::ucred>() as u32;
@@ -22,25 +28,13 @@ pub fn peer_cred(fd: RawFd) -> io::Result<(u32, u32)> {
             &raw mut len,
         )
     })?;
-    Ok((cred.pid as u32, cred.uid))
+    Ok(cred)
 }
 
 /// The groups of the process at the other end of a Unix socket when it connected: its
 /// primary group (SO_PEERCRED) and its supplementary ones (SO_PEERGROUPS).
 pub fn peer_groups(fd: RawFd) -> io::Result<Vec<u32>> {
-    // SAFETY: ucred is plain data; all-zero is a valid value.
-    let mut cred: libc::ucred = unsafe { zeroed() };
-    let mut len = size_of::<libc::ucred>() as u32;
-    // SAFETY: `cred` and `len` outlive the call and `len` is its size.
-    check(unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut cred).cast(),
-            &raw mut len,
-        )
-    })?;
+    let cred = ucred(fd)?;
     let mut groups = vec![0 as libc::gid_t; 64];
     loop {
         let mut len = (groups.len() * size_of::<libc::gid_t>()) as u32;

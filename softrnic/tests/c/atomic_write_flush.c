@@ -4,19 +4,9 @@
  * and for a whole region; a persistent flush of a region that cannot be persistent, and a
  * misaligned ATOMIC WRITE, fail as IBA says. Prints "atomic_write_flush: ok", or what went wrong
  * and exits 1. */
+#define PROGRAM "atomic_write_flush"
+#include "loopback.h"
 #include <errno.h>
-#include <infiniband/verbs.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define FAIL(...)                                                                                  \
-	do {                                                                                       \
-		fprintf(stderr, "atomic_write_flush: " __VA_ARGS__);                               \
-		fputc('\n', stderr);                                                               \
-		exit(1);                                                                           \
-	} while (0)
 
 /* What rdma-core 45 added to <infiniband/verbs.h>; Debian 12's rdma-core 44 lacks it. */
 enum {
@@ -38,49 +28,11 @@ struct qp_ex_45 {
 static const uint64_t CAP_FLUSH_GLOBAL = 1ull << 38, CAP_FLUSH_PERSISTENT = 1ull << 39,
 		      CAP_ATOMIC_WRITE = 1ull << 40;
 
-enum { SIZE = 4096, GID_INDEX = 1 };
+enum { SIZE = 4096 };
 
 static struct ibv_context *ctx;
 static struct ibv_pd *pd;
-static struct ibv_cq *cq;
 static union ibv_gid gid;
-
-static void to_rts(struct ibv_qp *qp, uint32_t dest)
-{
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT,
-		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | ACCESS_FLUSH_GLOBAL |
-				   ACCESS_FLUSH_PERSISTENT,
-	};
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-					 IBV_QP_ACCESS_FLAGS))
-		FAIL("to INIT");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.max_dest_rd_atomic = 2;
-	a.min_rnr_timer = 12;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = GID_INDEX;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-					 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-					 IBV_QP_MIN_RNR_TIMER))
-		FAIL("to RTR");
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	a.max_rd_atomic = 2;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
-		FAIL("to RTS");
-}
 
 /* Two RC QPs connected to each other; returns the requester. */
 static struct ibv_qp *pair(void)
@@ -97,8 +49,9 @@ static struct ibv_qp *pair(void)
 	struct ibv_qp *a = ibv_create_qp_ex(ctx, &init), *b = ibv_create_qp_ex(ctx, &init);
 	if (!a || !b)
 		FAIL("ibv_create_qp_ex: %s", strerror(errno));
-	to_rts(a, b->qp_num);
-	to_rts(b, a->qp_num);
+	int access = IBV_ACCESS_REMOTE_WRITE | ACCESS_FLUSH_GLOBAL | ACCESS_FLUSH_PERSISTENT;
+	to_rts(a, b->qp_num, &gid, access);
+	to_rts(b, a->qp_num, &gid, access);
 	return a;
 }
 

@@ -19,12 +19,13 @@ enum { GID_INDEX = 1 };
 
 static struct ibv_cq *cq;
 
-static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
+/* Takes `qp` to RTS, connected to QP `dest` at `gid`, its peers allowed `access`. */
+static inline void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid, int access)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT,
 		.port_num = 1,
-		.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+		.qp_access_flags = access,
 	};
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
 					 IBV_QP_ACCESS_FLAGS))
@@ -34,7 +35,7 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = dest;
 	a.rq_psn = 0;
-	a.max_dest_rd_atomic = 1;
+	a.max_dest_rd_atomic = 2;
 	a.min_rnr_timer = 12;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = *gid;
@@ -51,15 +52,16 @@ static void to_rts(struct ibv_qp *qp, uint32_t dest, union ibv_gid *gid)
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
 	a.sq_psn = 0;
-	a.max_rd_atomic = 1;
+	a.max_rd_atomic = 2;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 					 IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		FAIL("to RTS");
 }
 
 /* Posts one RDMA operation and waits for its completion; its status. */
-static enum ibv_wc_status rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t local,
-			       uint32_t len, uint32_t lkey, uint64_t remote, uint32_t rkey)
+static inline enum ibv_wc_status rdma(struct ibv_qp *qp, enum ibv_wr_opcode op,
+				      uint64_t local, uint32_t len, uint32_t lkey,
+				      uint64_t remote, uint32_t rkey)
 {
 	struct ibv_sge sge = {.addr = local, .length = len, .lkey = lkey};
 	struct ibv_send_wr wr = {
@@ -84,8 +86,20 @@ static enum ibv_wc_status rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_
 	return wc.status;
 }
 
+/* What an RC QP of these programs is made with. */
+static inline struct ibv_qp_init_attr rc_init(struct ibv_cq *cq)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq,
+		.recv_cq = cq,
+		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+		.qp_type = IBV_QPT_RC,
+	};
+	return init;
+}
+
 /* A PD, a CQ and two RC QPs on the first device, connected to each other. */
-static struct ibv_pd *loopback(struct ibv_qp **a, struct ibv_qp **b)
+static inline struct ibv_pd *loopback(struct ibv_qp **a, struct ibv_qp **b)
 {
 	struct ibv_device **list = ibv_get_device_list(NULL);
 	if (!list || !list[0])
@@ -95,18 +109,14 @@ static struct ibv_pd *loopback(struct ibv_qp **a, struct ibv_qp **b)
 	cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
 	if (!cq)
 		FAIL("device, PD or CQ");
-	struct ibv_qp_init_attr init = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-		.qp_type = IBV_QPT_RC,
-	};
+	struct ibv_qp_init_attr init = rc_init(cq);
 	*a = ibv_create_qp(pd, &init);
 	*b = ibv_create_qp(pd, &init);
 	union ibv_gid gid;
 	if (!*a || !*b || ibv_query_gid(ctx, 1, GID_INDEX, &gid))
 		FAIL("QPs or GID");
-	to_rts(*a, (*b)->qp_num, &gid);
-	to_rts(*b, (*a)->qp_num, &gid);
+	int access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	to_rts(*a, (*b)->qp_num, &gid, access);
+	to_rts(*b, (*a)->qp_num, &gid, access);
 	return pd;
 }

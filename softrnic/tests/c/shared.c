@@ -100,12 +100,7 @@ static int limits(void)
 	struct ibv_cq *cq = pd ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
 	if (!cq)
 		FAIL("device, PD or CQ");
-	struct ibv_qp_init_attr init = {
-		.send_cq = cq,
-		.recv_cq = cq,
-		.cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
-		.qp_type = IBV_QPT_RC,
-	};
+	struct ibv_qp_init_attr init = rc_init(cq);
 	int qps = 0, mrs = 0, qp_errno, mr_errno;
 	while (ibv_create_qp(pd, &init))
 		if (++qps > 1000)
