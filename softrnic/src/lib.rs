@@ -17,3 +17,8 @@ pub struct ReadmeExamples;
 #[cfg(doctest)]
 #[doc = include_str!("../../docs/engine.md")]
 pub struct EngineDocExamples;
+
+/// The Rust examples of docs/fuzzing.md, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/fuzzing.md")]
+pub struct FuzzingDocExamples;

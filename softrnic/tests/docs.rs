@@ -30,7 +30,7 @@ use common::*;
 const BLOCK_LIMIT: Duration = Duration::from_secs(1800);
 
 /// The pages whose Rust blocks are doc tests of the `softrnic` crate.
-const DOCTESTED: [&str; 2] = ["README.md", "docs/engine.md"];
+const DOCTESTED: [&str; 3] = ["README.md", "docs/engine.md", "docs/fuzzing.md"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

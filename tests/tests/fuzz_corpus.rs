@@ -48,6 +48,11 @@ fn round_trip_corpus() {
 }
 
 #[test]
+fn mutate_corpus() {
+    run("mutate", fuzz::mutate);
+}
+
+#[test]
 fn engine_frames_corpus() {
     run_engine("engine_frames", softrnic_emu_core::fuzz::frames);
 }

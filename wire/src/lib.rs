@@ -37,9 +37,12 @@ mod error;
 pub mod feth;
 pub mod frame;
 pub mod fuzz;
+#[cfg(feature = "arbitrary")]
+pub mod generate;
 pub mod icrc;
 pub mod imm;
 pub mod mad;
+pub mod mutate;
 pub mod opcode;
 pub mod reth;
 pub mod sample;
