@@ -66,6 +66,7 @@ pub struct Device<L> {
     epoch: std::time::Instant,
     mac: EthernetAddress,
     ack_timeout: u8,
+    path_mtu: Mtu,
 }
 
 impl<L: Link> Device<L> {
@@ -91,12 +92,23 @@ impl<L: Link> Device<L> {
             epoch: std::time::Instant::now(),
             mac,
             ack_timeout: 14,
+            path_mtu: Mtu::M4096,
         }
     }
 
     /// The local ACK timeout exponent [`connect`](Self::connect) sets (14, 67 ms, by default).
     pub fn set_ack_timeout(&mut self, timeout: u8) {
         self.ack_timeout = timeout;
+    }
+
+    /// The path MTU [`connect`](Self::connect) sets (4096 by default).
+    pub fn set_path_mtu(&mut self, mtu: Mtu) {
+        self.path_mtu = mtu;
+    }
+
+    /// The link, for frames that bypass the engine.
+    pub fn link_mut(&mut self) -> &mut L {
+        &mut self.link
     }
 
     /// The engine, for every verbs call.
@@ -180,7 +192,7 @@ impl<L: Link> Device<L> {
     }
 
     /// Takes a QP from RESET to RTS towards `peer`, with the settings perftest uses: path MTU
-    /// 4096 (UD uses the port's), ACK timeout 14 (see [`set_ack_timeout`](Self::set_ack_timeout)),
+    /// 4096 (see [`set_path_mtu`](Self::set_path_mtu); UD uses the port's), ACK timeout 14 (see [`set_ack_timeout`](Self::set_ack_timeout)),
     /// 7 retries, 16 outstanding READs/atomics each way, and every remote access allowed. UD QPs
     /// get Q_Key 0x11111111.
     pub fn connect(&mut self, qpn: u32, peer: &Endpoint) -> Result<()> {
@@ -195,7 +207,7 @@ impl<L: Link> Device<L> {
                 .union(Access::REMOTE_ATOMIC),
             qkey: 0x1111_1111,
             ah: Some(ah),
-            path_mtu: Mtu::M4096,
+            path_mtu: self.path_mtu,
             timeout: self.ack_timeout,
             retry_cnt: 7,
             rnr_retry: 7,

@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod conversation;
+pub mod fuzz;
 pub mod incast;
 pub mod ladder;
 pub mod lesson;

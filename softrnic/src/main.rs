@@ -194,6 +194,10 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Fuzz another RoCEv2 implementation over live connections: connect to its
+    /// `ibv_rc_pingpong` server (run in a loop), send structure-aware mutations of our own
+    /// requests, and save what the oracles find as a pcapng and the command that replays it.
+    Fuzz(FuzzArgs),
     /// Capture every frame in and out (same-host frames too) to a pcapng file, until
     /// interrupted or `--count` frames.
     Capture {
@@ -207,6 +211,115 @@ enum Command {
         #[arg(short, long)]
         count: Option<u64>,
     },
+}
+
+/// `softrnic fuzz`'s options.
+#[derive(clap::Args)]
+struct FuzzArgs {
+    /// The interface the peer is reached on (AF_PACKET: needs CAP_NET_RAW).
+    #[arg(long)]
+    interface: String,
+    /// The peer's pingpong server, ADDRESS or ADDRESS:PORT (port 18515 by default).
+    #[arg(long)]
+    peer: String,
+    /// Every choice follows from it.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// How many rounds (connections).
+    #[arg(long, default_value_t = 10)]
+    rounds: u32,
+    /// The first round's number, to replay a round.
+    #[arg(long, default_value_t = 0)]
+    first_round: u32,
+    /// Mutations per round.
+    #[arg(long, default_value_t = 8)]
+    mutations: u32,
+    /// The classes to draw from, comma-separated (all by default): opcode, psn, length,
+    /// pad, key, address, atomic, header, duplicate, truncate, icrc, checksum, forged-ack.
+    #[arg(long, value_delimiter = ',')]
+    classes: Vec<String>,
+    /// The message size, as the server's `-s` (pingpong's default is 4096).
+    #[arg(long, default_value_t = 4096)]
+    size: u32,
+    /// The path MTU, as the server's `-m`.
+    #[arg(long, default_value_t = 1024)]
+    mtu: u32,
+    /// Seconds the peer may take to take a connection or answer a message.
+    #[arg(long, default_value_t = 10.0)]
+    peer_timeout: f64,
+    /// Milliseconds to watch for answers after each mutation.
+    #[arg(long, default_value_t = 100)]
+    window_ms: u64,
+    /// A command run after each round (`sh -c`); failing is a finding (e.g. a grep of the
+    /// peer's kernel log for WARN, BUG or oops).
+    #[arg(long)]
+    check: Option<String>,
+    /// Where findings go.
+    #[arg(long, default_value = "fuzz-findings")]
+    out: PathBuf,
+}
+
+impl FuzzArgs {
+    fn options(self) -> Result<softrnic::fuzz::Options, String> {
+        use softrnic::fuzz::Options;
+        use softrnic_wire::mutate::Class;
+        let peer = match self.peer.parse::<std::net::SocketAddr>() {
+            Ok(a) => a,
+            Err(_) => self
+                .peer
+                .parse::<std::net::IpAddr>()
+                .map(|ip| std::net::SocketAddr::new(ip, 18515))
+                .map_err(|_| format!("--peer {}: not an address or address:port", self.peer))?,
+        };
+        let classes = if self.classes.is_empty() {
+            Class::ALL.to_vec()
+        } else {
+            self.classes
+                .iter()
+                .map(|n| Class::from_name(n).ok_or_else(|| format!("--classes: no class {n}")))
+                .collect::<Result<_, _>>()?
+        };
+        let mtu = [256, 512, 1024, 2048, 4096]
+            .iter()
+            .position(|&m| m == self.mtu)
+            .and_then(|i| softrnic_emu_core::Mtu::from_ibv(i as u8 + 1))
+            .ok_or_else(|| format!("--mtu {}: 256, 512, 1024, 2048 or 4096", self.mtu))?;
+        if !(self.peer_timeout > 0.0 && self.peer_timeout.is_finite()) {
+            return Err("--peer-timeout: a positive number of seconds".into());
+        }
+        Ok(Options {
+            interface: self.interface,
+            peer,
+            seed: self.seed,
+            first_round: self.first_round,
+            rounds: self.rounds,
+            mutations: self.mutations,
+            classes,
+            size: self.size,
+            mtu,
+            peer_timeout: std::time::Duration::from_secs_f64(self.peer_timeout),
+            window: std::time::Duration::from_millis(self.window_ms),
+            check: self.check,
+            out: self.out,
+        })
+    }
+}
+
+/// Runs `softrnic fuzz` and prints its summary. Findings are results, not a failure.
+fn fuzz(args: FuzzArgs) -> Result<(), String> {
+    let opts = args.options()?;
+    let report = softrnic::fuzz::run(&opts, &mut std::io::stdout())?;
+    println!(
+        "{} rounds, {} ended with a working connection; {} findings (in {})",
+        report.rounds,
+        report.survived,
+        report.findings.len(),
+        opts.out.display()
+    );
+    for (class, (sent, answered)) in &report.classes {
+        println!("  {class:<11} {sent:>5} sent, {answered:>5} answered");
+    }
+    Ok(())
 }
 
 /// Where a lesson's or simulation's capture and ladder go.
@@ -390,6 +503,7 @@ fn run(cli: Cli) -> Result<(), String> {
             device,
             count,
         } => admin::capture(&write, device.as_deref(), count),
+        Command::Fuzz(args) => fuzz(args),
     }
 }
 

@@ -108,8 +108,12 @@ impl fmt::Display for Class {
 pub struct Mutation {
     /// What kind of change.
     pub class: Class,
-    /// The change, e.g. `PSN 0x000010 -> 0x80000f (expected + 2^23 - 1)`.
+    /// The change, e.g. `PSN 0x000010 -> 0x80000f (+2^23-1)`.
     pub what: String,
+    /// IBA requires the receiver to drop it without a reply: a bad ICRC or checksum, an
+    /// unknown destination QP, a P_Key that does not match, a TVer other than 0 (9.6, C9-3), or
+    /// a frame cut inside its headers.
+    pub silent: bool,
 }
 
 /// A deterministic source of mutations (SplitMix64: tiny, and the same everywhere).
@@ -147,7 +151,18 @@ impl Mutator {
         peer_psn: u32,
         out: &mut Vec<Vec<u8>>,
     ) -> Mutation {
-        let class = self.pick(&Class::ALL);
+        self.mutate_among(&Class::ALL, template, peer_psn, out)
+    }
+
+    /// A mutation of one of `classes` (not empty), chosen at random.
+    pub fn mutate_among(
+        &mut self,
+        classes: &[Class],
+        template: &ParsedFrame<'_>,
+        peer_psn: u32,
+        out: &mut Vec<Vec<u8>>,
+    ) -> Mutation {
+        let class = self.pick(classes);
         self.mutate_as(class, template, peer_psn, out)
     }
 
@@ -166,6 +181,7 @@ impl Mutator {
         let mut payload = template.payload().to_vec();
         let mut what = String::new();
         let mut then = Then::Nothing;
+        let mut silent = matches!(class, Class::Icrc | Class::Checksum);
         match class {
             Class::Opcode => {
                 let to = self.pick(TABLE).opcode;
@@ -189,12 +205,15 @@ impl Mutator {
             Class::Key => self.key(&mut repr, &mut what),
             Class::Address => self.address(&mut repr, &mut what),
             Class::Atomic => self.atomic(&mut repr, &mut what),
-            Class::Header => then = self.header(&mut repr, &mut what),
+            Class::Header => {
+                (then, silent) = self.header(&mut repr, &mut what);
+            }
             Class::Duplicate => what.push_str("the same frame twice"),
             Class::Truncate => {
                 let full = template.layout.end;
                 let cut = template.layout.ip + 1 + self.below(full - template.layout.ip - 1);
                 let _ = write!(what, "cut at byte {cut} of {full}");
+                silent = cut < template.layout.payload;
                 then = Then::Cut(cut);
             }
             Class::Icrc => {
@@ -261,7 +280,11 @@ impl Mutator {
             out.push(frame.clone());
         }
         out.push(frame);
-        Mutation { class, what }
+        Mutation {
+            class,
+            what,
+            silent,
+        }
     }
 
     /// Gives `repr` the opcode `to` and exactly the headers `to` requires, keeping the values
@@ -448,39 +471,41 @@ impl Mutator {
         }
     }
 
-    fn header(&mut self, repr: &mut FrameRepr, what: &mut String) -> Then {
+    /// Changes a BTH field; says whether IBA then requires silence.
+    fn header(&mut self, repr: &mut FrameRepr, what: &mut String) -> (Then, bool) {
         let bth = &mut repr.bth;
         match self.below(5) {
             0 => {
                 let to = (bth.dest_qp ^ (1 + self.below(0xff_ffff) as u32)) & MASK_24;
                 let _ = write!(what, "destination QP {:#08x} -> {to:#08x}", bth.dest_qp);
                 bth.dest_qp = to;
-                Then::Nothing
+                (Then::Nothing, true)
             }
             1 => {
-                let to = self.pick(&[0, 0x7fff, 0x8000, bth.pkey ^ 1]);
+                // None matches the default key 0xffff: the low 15 bits differ (IBA 10.9).
+                let to = self.pick(&[0, 0x8000, 0x7ffe, bth.pkey ^ 1]);
                 let _ = write!(what, "P_Key {:#06x} -> {to:#06x}", bth.pkey);
                 bth.pkey = to;
-                Then::Nothing
+                (Then::Nothing, true)
             }
             2 => {
                 // TVer is the low nibble of the BTH's second byte (IBA C9-3: must be 0).
                 let v = 1 + self.below(15) as u8;
                 let _ = write!(what, "TVer 0 -> {v}");
-                Then::Flip(Place::Bth(1), v)
+                (Then::Flip(Place::Bth(1), v), true)
             }
             3 => {
                 // Reserved: the 6 bits after BECN (byte 4) and the 7 after AckReq (byte 8).
                 let (at, mask) = self.pick(&[(4, 0x3f), (8, 0x7f)]);
                 let _ = write!(what, "reserved bits of BTH byte {at} set");
-                Then::Flip(Place::Bth(at), mask)
+                (Then::Flip(Place::Bth(at), mask), false)
             }
             _ => {
                 bth.ack_req = !bth.ack_req;
                 bth.solicited = !bth.solicited;
                 bth.mig_req = !bth.mig_req;
                 what.push_str("AckReq, SE and MigReq flipped");
-                Then::Nothing
+                (Then::Nothing, false)
             }
         }
     }
