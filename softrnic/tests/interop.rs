@@ -691,6 +691,12 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
         Server::Rxe,
         r,
     );
+    let r = fuzz_kernel_rxe(&peers.guest);
+    check(
+        "softrnic fuzz: rounds against rxe's ibv_rc_pingpong".into(),
+        Server::Rxe,
+        r,
+    );
     let mtu = Command::new("ip")
         .args([
             "-n",
@@ -862,6 +868,49 @@ fn softrnic_and_kernel_rxe_interoperate_both_ways() {
         .map(|o| &o.scenario)
         .collect();
     assert!(failed.is_empty(), "failed: {failed:?}");
+}
+
+/// `softrnic fuzz` on the tap against rxe, for a bounded run (`ROUNDS`; longer runs are the
+/// same command with more `--rounds`): the guest serves `ibv_rc_pingpong` in a loop, and the
+/// check after each round is the guest's kernel log (no WARN, BUG or oops). What it finds is
+/// a result about rxe, printed for docs/fuzzing.md, not a failure; the run itself must work.
+fn fuzz_kernel_rxe(guest: &Guest) -> Result<(), String> {
+    const ROUNDS: u32 = 6;
+    const MUTATIONS: u32 = 8;
+    guest.start(
+        "fuzzpp",
+        "sh -c 'while true; do timeout 60 ibv_rc_pingpong -g 1 -n 2 -s 64 -p 18600; done'",
+    );
+    let check = format!(
+        "printf 'dmesg | grep -c -e WARNING -e BUG -e Oops\\nexit\\n' | \
+         timeout 60 busybox nc {RXE_ADDR} {GUEST_PORT} | grep -qx 0"
+    );
+    let out = std::env::temp_dir().join(format!("srn-rxe-fuzz-{}", std::process::id()));
+    let run = in_ns(Some(&guest.ns), env!("CARGO_BIN_EXE_softrnic"))
+        .args(["fuzz", "--interface", &guest.tap, "--peer"])
+        .arg(format!("{RXE_ADDR}:18600"))
+        .args(["--size", "64", "--seed", "1", "--peer-timeout", "120"])
+        .args(["--window-ms", "300", "--check", &check, "--out"])
+        .arg(&out)
+        .args(["--rounds", &ROUNDS.to_string()])
+        .args(["--mutations", &MUTATIONS.to_string()])
+        .output()
+        .map_err(|e| format!("softrnic fuzz: {e}"))?;
+    guest.stop("fuzzpp");
+    guest.sh("killall ibv_rc_pingpong");
+    let said = text(&run.stdout) + &text(&run.stderr);
+    eprintln!("softrnic fuzz against rxe:\n{said}");
+    if !run.status.success() {
+        return Err(format!("softrnic fuzz failed:\n{said}"));
+    }
+    // Every round either ran its mutations or ended the run with a finding (rxe stopped
+    // answering): both are results.
+    let sent = said.lines().filter(|l| l.contains(" (at ")).count();
+    let rounds = said.lines().filter(|l| l.starts_with("round ")).count();
+    if sent == 0 || (sent as u32) < MUTATIONS * (rounds as u32).saturating_sub(1) {
+        return Err(format!("{sent} mutations sent in {rounds} rounds:\n{said}"));
+    }
+    Ok(())
 }
 
 /// softrnic's Communication Manager against the kernel's rdma_cm, on the wire: rping serves in

@@ -16,7 +16,7 @@ use crate::bth::MASK_24;
 use crate::deth::DethRepr;
 use crate::feth::{FethRepr, FlushLevel, FlushPlacement};
 use crate::frame::{FrameRepr, IpRepr, ParsedFrame, UdpChecksum, pad_for};
-use crate::opcode::{Headers, Opcode, TABLE};
+use crate::opcode::{Headers, Opcode, OpcodeInfo, TABLE};
 use crate::reth::RethRepr;
 use crate::{ExtRepr, icrc};
 
@@ -414,13 +414,9 @@ impl Mutator {
     /// The WRITE ONLY of `of`'s transport (or RC's).
     fn write_of(&self, of: Opcode) -> Opcode {
         use crate::opcode::{Operation, Position};
-        let t = of.info().transport;
-        let rows = || TABLE.iter().filter(|r| r.operation == Operation::RdmaWrite);
-        rows()
-            .find(|r| r.transport == t && r.position == Position::Only)
-            .or_else(|| rows().find(|r| r.position == Position::Only))
-            .map(|r| r.opcode)
-            .expect("the table has an RDMA WRITE ONLY")
+        like(of, |r| {
+            r.operation == Operation::RdmaWrite && r.position == Position::Only
+        })[0]
     }
 
     fn address(&mut self, repr: &mut FrameRepr, what: &mut String) {
@@ -449,12 +445,11 @@ impl Mutator {
 
     fn atomic(&mut self, repr: &mut FrameRepr, what: &mut String) {
         if repr.ext.atomic_eth.is_none() {
-            let atomics: Vec<Opcode> = TABLE
-                .iter()
-                .filter(|r| r.headers.contains(Headers::ATOMIC_ETH))
-                .map(|r| r.opcode)
-                .collect();
-            let to = self.pick(&atomics);
+            // An atomic of the template's transport reaches the atomic checks; another
+            // transport's is dropped before them (IBA 9.6).
+            let to = self.pick(&like(repr.bth.opcode, |r| {
+                r.headers.contains(Headers::ATOMIC_ETH)
+            }));
             let _ = write!(what, "as {to}, ");
             self.retarget(repr, to);
         }
@@ -577,6 +572,20 @@ const PSN_DELTAS: [(u32, &str); 9] = [
     (0u32.wrapping_sub(1 << 12), "-4096"),
 ];
 
+/// The opcodes `keep` selects, of `of`'s transport where it has any (else of every transport).
+fn like(of: Opcode, keep: impl Fn(&OpcodeInfo) -> bool) -> Vec<Opcode> {
+    let t = of.info().transport;
+    let of_all = |same: bool| -> Vec<Opcode> {
+        TABLE
+            .iter()
+            .filter(|r| keep(r) && (!same || r.transport == t))
+            .map(|r| r.opcode)
+            .collect()
+    };
+    let same = of_all(true);
+    if same.is_empty() { of_all(false) } else { same }
+}
+
 /// Makes a changed frame consistent again: IP and UDP lengths, the IPv4 checksum, the ICRC in
 /// its last four bytes (where a BTH is left), and a UDP checksum if it had one.
 fn reseal(frame: &mut [u8], ip: usize) {
@@ -636,7 +645,7 @@ fn fold(mut sum: u32) -> u16 {
 mod tests {
     use super::*;
     use crate::frame::{self, parse, parse_unverified};
-    use crate::opcode::Operation;
+    use crate::opcode::{Operation, Transport};
     use crate::sample::{Ip, every_opcode};
     use crate::{BthRepr, Error, UdpRepr};
 
@@ -745,6 +754,12 @@ mod tests {
                                 let behind = 0x100u32.wrapping_sub(p.repr.bth.psn) & MASK_24;
                                 let ahead = p.repr.bth.psn.wrapping_sub(0x100) & MASK_24;
                                 assert!(behind.min(ahead) <= 1 << 23, "{m:?}");
+                            }
+                            let (from, to) = (t.repr.bth.opcode.info(), p.repr.bth.opcode.info());
+                            if matches!(class, Class::Atomic | Class::Address | Class::Key)
+                                && matches!(from.transport, Transport::Rc | Transport::Xrc)
+                            {
+                                assert_eq!(to.transport, from.transport, "{m:?}");
                             }
                             if class == Class::Psn {
                                 assert_ne!(p.repr.bth.psn, t.repr.bth.psn);

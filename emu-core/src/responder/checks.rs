@@ -77,21 +77,25 @@ pub(super) fn sequence(qp: &Qp, r: &Request) -> Result<(), Refuse> {
 
 /// Step 2: the QP allows the operation (its remote access flags, as Modify QP set them),
 /// checked on the packet that carries the RETH or AtomicETH; a responder executes only
-/// requests.
+/// requests. An operation the QP does not enable is an invalid request (class C, IBA 9.9.3:
+/// the operation is not supported by this receive queue; rxe and RNICs answer the same), not
+/// a remote access error, which is about the region a key names. FLUSH is the exception: its
+/// placement is checked against the QP and the region alike, as a remote access error (IBA
+/// 1.5, as rxe and rdma-core's test_qp_ex_rc_flush_type_violate expect).
 pub(super) fn allowed(qp: &Qp, r: &Request) -> Result<(), Refuse> {
-    let needs = match r.op {
+    let (needs, refuse) = match r.op {
         Operation::Send => return Ok(()),
         Operation::RdmaWrite if r.ext.reth.is_none() => return Ok(()),
-        Operation::RdmaWrite | Operation::AtomicWrite => Access::REMOTE_WRITE,
-        Operation::RdmaReadRequest => Access::REMOTE_READ,
-        Operation::CompareSwap | Operation::FetchAdd => Access::REMOTE_ATOMIC,
-        Operation::Flush => flush_access(r.ext.feth.ok_or(INVALID)?)?,
+        Operation::RdmaWrite | Operation::AtomicWrite => (Access::REMOTE_WRITE, INVALID),
+        Operation::RdmaReadRequest => (Access::REMOTE_READ, INVALID),
+        Operation::CompareSwap | Operation::FetchAdd => (Access::REMOTE_ATOMIC, INVALID),
+        Operation::Flush => (flush_access(r.ext.feth.ok_or(INVALID)?)?, ACCESS),
         _ => return Err(INVALID),
     };
     if qp.attr.qp_access_flags.contains(needs) {
         Ok(())
     } else {
-        Err(ACCESS)
+        Err(refuse)
     }
 }
 

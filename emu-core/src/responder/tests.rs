@@ -78,6 +78,49 @@ fn a_write_beyond_its_region_is_a_remote_access_error_and_the_qp_fails() {
 }
 
 #[test]
+fn an_operation_the_qp_does_not_enable_is_an_invalid_request() {
+    // The QP's access flags, not a region's: "not supported by this receive queue" is class C
+    // invalid request (IBA 9.9.3), and the QP fails.
+    use crate::{Access, AttrMask, QpAttr};
+    for (op, ext, payload) in [
+        (O::RcWriteOnly, ExtRepr::default(), 8),
+        (O::RcReadRequest, ExtRepr::default(), 0),
+        (O::RcFetchAdd, ExtRepr::default(), 0),
+    ] {
+        let mut b = Bench::rc();
+        let attr = QpAttr {
+            qp_access_flags: Access::empty(),
+            ..QpAttr::default()
+        };
+        b.engine
+            .modify_qp(b.qpn, &attr, AttrMask::ACCESS_FLAGS)
+            .unwrap();
+        let ext = match op {
+            O::RcFetchAdd => ExtRepr {
+                atomic_eth: Some(AtomicEthRepr {
+                    va: b.buf,
+                    rkey: b.key,
+                    swap_add: 1,
+                    compare: 0,
+                }),
+                ..ext
+            },
+            _ => with_reth(&b, 0, 8),
+        };
+        b.receive(op, RQ_PSN, ext, &vec![0; payload]);
+        let nak = Syndrome::Nak(NakCode::InvalidRequest);
+        assert_eq!(
+            answers(&mut b),
+            [(O::RcAcknowledge, RQ_PSN, Some(nak), 0)],
+            "{op}"
+        );
+        assert_eq!(b.read(0, 8), [0; 8], "{op}");
+        let (attr, _) = b.engine.query_qp(b.qpn).unwrap();
+        assert_eq!(attr.qp_state, QpState::Err, "{op}");
+    }
+}
+
+#[test]
 fn the_opcode_sequence_is_checked_before_access() {
     // A WRITE_MIDDLE with no WRITE in progress is out of sequence, whatever its target.
     let mut b = Bench::rc();

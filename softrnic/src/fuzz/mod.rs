@@ -6,10 +6,11 @@
 //!
 //! Oracles: the next round connecting is the control connection (a peer that never comes back
 //! has crashed or hung); `--check` runs a command after each round (for kernel rxe: the guest's
-//! log has no WARN, BUG or oops); and a mutation IBA requires be dropped silently must get no
-//! answer. A finding is saved as a pcapng of its round and the command that replays that round:
+//! log has no WARN, BUG or oops); a mutation IBA requires be dropped silently must get no
+//! answer; and one for which IBA requires a NAK ([`expect`]) must get that NAK. A finding is saved as a pcapng of its round and the command that replays that round:
 //! rounds are deterministic from the seed.
 
+pub mod expect;
 pub mod pingpong;
 pub mod tap;
 
@@ -27,6 +28,7 @@ use softrnic_link::library::{Device, Endpoint};
 use softrnic_link::{AfPacket, Backend, gid, neigh};
 use softrnic_wire::frame;
 use softrnic_wire::mutate::{Class, Mutator};
+use softrnic_wire::{NakCode, Syndrome};
 
 use crate::capture::{CapturedFrame, Direction, write_pcapng};
 use tap::Tapped;
@@ -296,6 +298,7 @@ fn one_round(
     };
     let next = frame::parse(&next).expect("emitted");
     let mut mutator = Mutator::new(round_seed(opts.seed, r, 3));
+    let mut fresh = Fresh::default();
     for i in 0..opts.mutations {
         let mut frames = Vec::new();
         let (template, at) = if i % 2 == 0 {
@@ -304,32 +307,61 @@ fn one_round(
             (&seen_psn, "a seen PSN")
         };
         let m = mutator.mutate_among(&opts.classes, template, peer_psn, &mut frames);
+        let required = (i % 2 == 0 && fresh.live)
+            .then(|| expect::required(&next, &frames[0], m.class, size, opts.mtu.bytes() as usize))
+            .flatten()
+            .filter(|&code| !(code == NakCode::PsnSequenceError && fresh.gap_nakked));
         let mark = dev.link_mut().seen.len();
         for f in &frames {
             if let Err(e) = dev.link_mut().inject(f) {
                 let _ = writeln!(log, "  {}: not sent: {e}", m.class);
             }
         }
-        let until = Instant::now() + opts.window;
-        while Instant::now() < until {
+        // The window, and for a required NAK as long as the peer may take to answer.
+        let start = Instant::now();
+        loop {
+            let waited = start.elapsed();
+            if waited >= opts.window {
+                let nakked = naks(&dev.link_mut().seen[mark..], qpn).next().is_some();
+                if required.is_none() || nakked || waited >= opts.peer_timeout {
+                    break;
+                }
+            }
             if !dev.progress() {
                 std::thread::sleep(Duration::from_micros(500));
             }
         }
+        let got: Vec<NakCode> = naks(&dev.link_mut().seen[mark..], qpn).collect();
+        if let Some(code) = required
+            && got.first() != Some(&code)
+        {
+            round.findings.push(format!(
+                "{} ({}, at {at}) was answered with {}, where IBA requires {}",
+                m.class,
+                m.what,
+                got.first()
+                    .map_or("no NAK".to_owned(), |&c| Syndrome::Nak(c).to_string()),
+                Syndrome::Nak(code),
+            ));
+        }
         let answers = answers(&dev.link_mut().seen[mark..], qpn);
+        // A forged response finds nothing outstanding at the peer (its message was
+        // acknowledged): a ghost, ignored (IBA 9.7.5.1.2).
+        fresh.after(m.silent || m.class == Class::ForgedAck, &got, answers.len());
         let entry = report.classes.entry(m.class).or_default();
         entry.0 += 1;
         entry.1 += u32::from(!answers.is_empty());
         let _ = writeln!(
             log,
-            "  {}: {} (at {at}) -> {}",
+            "  {}: {} (at {at}) -> {}{}",
             m.class,
             m.what,
             if answers.is_empty() {
                 "no answer".to_owned()
             } else {
                 answers.join(", ")
-            }
+            },
+            required.map_or(String::new(), |c| format!(" [IBA: {}]", Syndrome::Nak(c)))
         );
         if m.silent && !answers.is_empty() {
             round.findings.push(format!(
@@ -387,6 +419,53 @@ fn exchange<L: softrnic_link::Link>(
         }
     }
     Ok(())
+}
+
+/// Whether the peer's responder is still as the first exchange left it, so that
+/// [`expect::required`] holds for a variant at the next PSN.
+struct Fresh {
+    /// No variant has been taken, refused with a fatal NAK, or met with silence that IBA does
+    /// not require.
+    live: bool,
+    /// A PSN sequence NAK was sent for the current gap: the next one waits for the gap to
+    /// close (one NAK per gap, IBA 9.7.5.2.1).
+    gap_nakked: bool,
+}
+
+impl Default for Fresh {
+    fn default() -> Fresh {
+        Fresh {
+            live: true,
+            gap_nakked: false,
+        }
+    }
+}
+
+impl Fresh {
+    /// After a variant that IBA requires be dropped or ignored (`ignored`), or that got
+    /// `naks` among `answers` frames.
+    fn after(&mut self, ignored: bool, naks: &[NakCode], answers: usize) {
+        if ignored {
+            return;
+        }
+        if answers == 1 && naks == [NakCode::PsnSequenceError] {
+            self.gap_nakked = true;
+        } else {
+            self.live = false;
+        }
+    }
+}
+
+/// The NAK codes the peer sent to `qpn` among `seen`.
+fn naks(seen: &[tap::Seen], qpn: u32) -> impl Iterator<Item = NakCode> + '_ {
+    seen.iter()
+        .filter(|s| !s.outbound)
+        .filter_map(|s| frame::parse(&s.data).ok())
+        .filter(move |p| p.repr.bth.dest_qp == qpn)
+        .filter_map(|p| match p.repr.ext.aeth?.syndrome {
+            Syndrome::Nak(code) => Some(code),
+            _ => None,
+        })
 }
 
 /// What the peer sent to `qpn` among `seen`, in words.
