@@ -12,6 +12,8 @@
 
 mod context;
 mod device;
+#[cfg(feature = "fuzz")]
+pub mod fuzz;
 mod memory;
 mod rdma_cm;
 mod requests;
@@ -430,7 +432,9 @@ impl Daemon {
     }
 
     /// Adds a device (`softrnic up`).
-    fn up(&mut self, req: &UpRequest) -> io::Result<String> {
+    /// Brings up a device, its engine seeded with `seeds` (its first PSNs and QPNs, and the
+    /// secret its keys derive from).
+    fn up(&mut self, req: &UpRequest, seeds: [u64; 2]) -> io::Result<String> {
         let n = self
             .devices
             .iter()
@@ -459,9 +463,8 @@ impl Daemon {
             Some(ifname) => self.open_wire(n, ifname, req)?,
         };
         let config = Config {
-            seed: sys::random_u64(),
-            // Keys no program or peer can guess from the keys it has seen.
-            key_secret: sys::random_u64(),
+            seed: seeds[0],
+            key_secret: seeds[1],
             mac: EthernetAddress(mac),
             gids: gids.clone(),
             eth_mtu: mtu,

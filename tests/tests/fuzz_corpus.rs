@@ -4,7 +4,8 @@
 use softrnic_tests::root;
 use softrnic_wire::fuzz;
 
-/// The engine targets build a whole device per input, so each input runs once.
+/// The engine targets (and the daemon's) build a whole device per input, so each input runs
+/// once.
 fn run_engine(target: &str, body: fn(&[u8])) {
     for data in corpus(target) {
         body(&data);
@@ -76,4 +77,9 @@ fn ring_slots_corpus() {
     assert!(seeds.iter().any(|s| slot::decode_send(s).is_some()));
     assert!(seeds.iter().any(|s| slot::decode_recv(s).is_some()));
     assert!(seeds.iter().any(|s| slot::decode_wc(s).is_some()));
+}
+
+#[test]
+fn control_corpus() {
+    run_engine("control", softrnic_daemon::fuzz::control);
 }
