@@ -79,10 +79,17 @@ struct World {
     pd: u32,
     cq: u32,
     srq: u32,
+    /// The XRC SRQ behind the world's XRC target QP (the last of `qps`).
+    xrc_srq: u32,
     qps: Vec<QpInfo>,
     bufs: Vec<Buf>,
     now: u64,
     scratch: Vec<u8>,
+}
+
+/// Multicast group `g` of four, an IPv4 one (RoCEv2 maps it to an IPv4-mapped GID).
+fn group(g: u8) -> [u8; 4] {
+    [239, 1, 0, g % 4]
 }
 
 fn ah() -> AddressHandle {
@@ -108,6 +115,7 @@ impl World {
             pd,
             cq,
             srq,
+            xrc_srq: 0,
             qps: Vec::new(),
             bufs: Vec::new(),
             now: 0,
@@ -138,6 +146,7 @@ impl World {
                 }
             }
         }
+        w.add_xrc_target();
         w.settle();
         w
     }
@@ -183,40 +192,11 @@ impl World {
             sq_psn: (0x5_0000 * i + 0xff_fff0) & crate::psn::MASK,
         };
         self.qps.push(info);
-        let attr = QpAttr {
-            qp_access_flags: Access::from_bits_retain(15) | Access::FLUSH_GLOBAL,
-            qkey: QKEY,
-            ah: Some(ah()),
-            path_mtu: Mtu::M1024,
-            timeout: 10,
-            retry_cnt: 2,
-            rnr_retry: 3,
-            rq_psn: info.rq_psn,
-            sq_psn: info.sq_psn,
-            max_rd_atomic: 2,
-            max_dest_rd_atomic: 2,
-            min_rnr_timer: 1,
-            dest_qp_num: info.peer,
-            en_sqd_async_notify: true,
-            ..QpAttr::default()
-        };
         let target = match state {
             QpState::Sqd | QpState::Err => QpState::Rts,
             s => s,
         };
-        for (s, mask) in crate::bring_up(qp_type) {
-            if s > target {
-                break;
-            }
-            let _ = self.engine.modify_qp(
-                qpn,
-                &QpAttr {
-                    qp_state: s,
-                    ..attr
-                },
-                mask,
-            );
-        }
+        let attr = self.bring_up(info, qp_type, target);
         if state >= QpState::Init && !srq {
             for r in 0..4u64 {
                 let sgl = vec![self.sge(0, r as u16 * 2048, 2048)];
@@ -279,6 +259,68 @@ impl World {
                 let _ = self.engine.modify_qp(qpn, &a, AttrMask::STATE);
             }
             _ => {}
+        }
+    }
+
+    /// Takes the QP through the states up to `target`; the attributes it used.
+    fn bring_up(&mut self, info: QpInfo, qp_type: QpType, target: QpState) -> QpAttr {
+        let attr = QpAttr {
+            qp_access_flags: Access::from_bits_retain(15) | Access::FLUSH_GLOBAL,
+            qkey: QKEY,
+            ah: Some(ah()),
+            path_mtu: Mtu::M1024,
+            timeout: 10,
+            retry_cnt: 2,
+            rnr_retry: 3,
+            rq_psn: info.rq_psn,
+            sq_psn: info.sq_psn,
+            max_rd_atomic: 2,
+            max_dest_rd_atomic: 2,
+            min_rnr_timer: 1,
+            dest_qp_num: info.peer,
+            en_sqd_async_notify: true,
+            ..QpAttr::default()
+        };
+        for (s, mask) in crate::bring_up(qp_type) {
+            if s > target {
+                break;
+            }
+            let _ = self.engine.modify_qp(
+                info.qpn,
+                &QpAttr {
+                    qp_state: s,
+                    ..attr
+                },
+                mask,
+            );
+        }
+        attr
+    }
+
+    /// An XRC domain, its SRQ (with receives posted) and a target QP in RTR that takes XRC
+    /// requests naming the SRQ (IBA A14).
+    fn add_xrc_target(&mut self) {
+        let Ok(xrcd) = self.engine.alloc_xrcd() else {
+            return;
+        };
+        let Ok(srq) = self.engine.create_xrc_srq(self.pd, xrcd, self.cq, 16, 2) else {
+            return;
+        };
+        let Ok(qpn) = self.engine.create_xrc_recv_qp(xrcd) else {
+            return;
+        };
+        self.xrc_srq = srq;
+        let info = QpInfo {
+            qpn,
+            peer: 0x1ff,
+            rq_psn: 0x42_4242,
+            sq_psn: 0,
+        };
+        self.qps.push(info);
+        self.bring_up(info, QpType::XrcRecv, QpState::Rtr);
+        for r in 0..4u64 {
+            let sgl = vec![self.sge(0, r as u16 * 2048, 2048)];
+            let _ = self.engine.post_srq_recv(srq, RecvWr { wr_id: r, sgl });
         }
     }
 
@@ -364,6 +406,10 @@ pub struct FrameSpec {
     wrong_qkey: bool,
     payload_len: u16,
     stranger: bool,
+    /// To one of the multicast groups (a UD SEND to QPN 0xffffff, IBA 10.5.2.1).
+    multicast: Option<u8>,
+    /// Marked Congestion Experienced, for the notification point.
+    ce: bool,
 }
 
 impl FrameSpec {
@@ -424,15 +470,38 @@ impl FrameSpec {
         if h.contains(Headers::IETH) {
             ext.ieth = Some(key);
         }
+        if h.contains(Headers::XRCETH) {
+            ext.xrceth = Some(w.xrc_srq);
+        }
         let src = if self.stranger { [198, 18, 0, 9] } else { PEER };
+        let (dst, dest_qp) = match self.multicast {
+            Some(g) => (group(g), softrnic_wire::MULTICAST_QPN),
+            None => (LOCAL, qp.qpn),
+        };
+        let ip = match IpRepr::v4(src.into(), dst.into()) {
+            IpRepr::V4 {
+                src,
+                dst,
+                dscp,
+                ttl,
+                ..
+            } => IpRepr::V4 {
+                src,
+                dst,
+                dscp,
+                ecn: if self.ce { 3 } else { 2 },
+                ttl,
+            },
+            ip => ip,
+        };
         let repr = FrameRepr {
             eth: EthRepr::untagged(LOCAL_MAC, PEER_MAC),
-            ip: IpRepr::v4(src.into(), LOCAL.into()),
+            ip,
             udp: UdpRepr::unchecked(0xc000),
             bth: BthRepr {
                 solicited: self.solicited,
                 ack_req: self.ack_req,
-                ..BthRepr::new(info.opcode, qp.qpn, psn)
+                ..BthRepr::new(info.opcode, dest_qp, psn)
             },
             ext,
         };
@@ -540,6 +609,18 @@ enum Action {
     NotifyCq(bool),
     SrqLimit(u8),
     DestroyQp(u8),
+    /// A QP joins or leaves a multicast group.
+    Multicast {
+        qp: u8,
+        group: u8,
+        join: bool,
+    },
+    /// DCQCN's notification and reaction points on or off (the rest at its defaults).
+    Dcqcn {
+        np: bool,
+        rp: bool,
+        rate_gbps: u8,
+    },
 }
 
 fn act(w: &mut World, a: &Action) {
@@ -696,6 +777,24 @@ fn act(w: &mut World, a: &Action) {
         }
         Action::SrqLimit(limit) => {
             let _ = w.engine.modify_srq_limit(w.srq, u32::from(limit % 20));
+        }
+        Action::Multicast { qp, group: g, join } => {
+            let qpn = w.qps[qp as usize % w.qps.len()].qpn;
+            let gid = Gid::from(core::net::Ipv4Addr::from(group(g)));
+            let _ = if join {
+                w.engine.attach_mcast(qpn, gid)
+            } else {
+                w.engine.detach_mcast(qpn, gid)
+            };
+        }
+        Action::Dcqcn { np, rp, rate_gbps } => {
+            w.engine.set_dcqcn(crate::Dcqcn {
+                np_enabled: np,
+                rp_enabled: rp,
+                line_rate_mbps: f64::from(rate_gbps.max(1)) * 1000.0,
+                ..crate::Dcqcn::default()
+            });
+            w.settle();
         }
         Action::DestroyQp(qp) => {
             if w.qps.len() > 1 {
@@ -881,9 +980,19 @@ mod tests {
 
     #[test]
     fn the_world_is_consistent_and_reachable() {
-        let w = World::new();
-        assert_eq!(w.qps.len(), 21);
+        let mut w = World::new();
+        assert_eq!(w.qps.len(), 22);
         w.engine.check_invariants().unwrap();
+        // The XRC target takes requests, and UD QPs can join the groups frames go to.
+        let xrc = w.qps.last().unwrap().qpn;
+        assert_eq!(w.engine.query_qp(xrc).unwrap().0.qp_state, QpState::Rtr);
+        let ud = w
+            .qps
+            .iter()
+            .find(|q| w.engine.qp_type(q.qpn) == Some(QpType::Ud))
+            .unwrap();
+        let gid = Gid::from(core::net::Ipv4Addr::from(group(1)));
+        w.engine.attach_mcast(ud.qpn, gid).unwrap();
         // Every byte pattern runs without panicking.
         for seed in 0..200u32 {
             let data: Vec<u8> = (0..512u32)

@@ -242,23 +242,12 @@ impl<M: Memory> Engine<M> {
     /// Work held inside the engine over every QP: send and receive WQEs, queued responses and
     /// saved READ/atomic results. Each part is bounded by the QP's limits; tests check that.
     pub fn backlog(&self) -> usize {
-        self.qps
-            .values()
-            .map(|q| q.sq.len() + q.rq.len() + q.resp.backlog())
-            .sum()
+        self.qps.values().map(Qp::backlog).sum()
     }
 
     /// The most [`backlog`](Self::backlog) the QPs' limits allow.
     pub fn backlog_limit(&self) -> usize {
-        self.qps
-            .values()
-            .map(|q| {
-                (q.init.cap.max_send_wr + q.init.cap.max_recv_wr) as usize
-                    + responder::MAX_QUEUED_EXTRA
-                    + 3 * q.attr.max_dest_rd_atomic.max(1) as usize
-                    + 1
-            })
-            .sum()
+        self.qps.values().map(Qp::backlog_limit).sum()
     }
 
     /// Checks what must hold between calls, whatever the inputs were: the roles' positions lie
@@ -266,7 +255,11 @@ impl<M: Memory> Engine<M> {
     /// QP in error holds no work. The fuzz targets and the simulation call it after every step.
     pub fn check_invariants(&self) -> core::result::Result<(), String> {
         use crate::psn;
+        // One pass over the QPs (the fuzz targets call this after every step).
+        let (mut backlog, mut limit) = (0, 0);
         for (qpn, q) in &self.qps {
+            backlog += q.backlog();
+            limit += q.backlog_limit();
             let fail = |what: &str| Err(format!("QP {qpn:#x} ({:?}): {what}", q.state));
             if q.req.next > q.sq.len() {
                 return fail("requester beyond the send queue");
@@ -303,12 +296,8 @@ impl<M: Memory> Engine<M> {
                 return fail("work left in the error state");
             }
         }
-        if self.backlog() > self.backlog_limit() {
-            return Err(format!(
-                "backlog {} above its limit {}",
-                self.backlog(),
-                self.backlog_limit()
-            ));
+        if backlog > limit {
+            return Err(format!("backlog {backlog} above its limit {limit}"));
         }
         Ok(())
     }

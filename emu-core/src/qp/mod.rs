@@ -288,6 +288,19 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
+    /// Work it holds: send and receive WQEs, queued responses and saved READ/atomic results.
+    pub(crate) fn backlog(&self) -> usize {
+        self.sq.len() + self.rq.len() + self.resp.backlog()
+    }
+
+    /// The most [`backlog`](Self::backlog) its limits allow.
+    pub(crate) fn backlog_limit(&self) -> usize {
+        (self.init.cap.max_send_wr + self.init.cap.max_recv_wr) as usize
+            + crate::responder::MAX_QUEUED_EXTRA
+            + 3 * self.attr.max_dest_rd_atomic.max(1) as usize
+            + 1
+    }
+
     /// The MTU packets use, in bytes: the path MTU, but never above the port's active MTU,
     /// which the link allows (UD uses the port's).
     pub fn mtu<M>(&self, sh: &Shared<M>) -> u32 {
