@@ -168,41 +168,20 @@ fn snapshot(d: &Daemon, v: &Victim) -> String {
 
 /// The request, with any memory it names moved into `arena` (the arena's second half): the
 /// daemon reaches whatever the program maps, and here the program is this process.
-fn into_arena(req: Request, arena: u64) -> Request {
+fn into_arena(mut req: Request, arena: u64) -> Request {
     let inside = |addr: u64, len: u64| {
         let off = addr % ARENA as u64;
         (arena + off, len.min(ARENA as u64 - off))
     };
-    match req {
-        Request::RegMr {
-            pd,
-            addr,
-            len,
-            iova,
-            access,
-        } => {
-            let (addr, len) = inside(addr, len);
-            Request::RegMr {
-                pd,
-                addr,
-                len,
-                iova,
-                access,
-            }
-        }
+    match &mut req {
+        Request::RegMr { addr, len, .. } => (*addr, *len) = inside(*addr, *len),
         Request::ReregMr {
-            key,
-            pd,
-            translation,
-            access,
-        } => Request::ReregMr {
-            key,
-            pd,
-            translation: translation.map(|(a, l)| inside(a, l)),
-            access,
-        },
-        r => r,
+            translation: Some((addr, len)),
+            ..
+        } => (*addr, *len) = inside(*addr, *len),
+        _ => {}
     }
+    req
 }
 
 /// Inputs for the corpus: a program's calls, each well formed, naming its own objects (handles
@@ -219,27 +198,27 @@ pub fn seeds() -> Vec<Vec<u8>> {
         (v.qpn, v.key)
     };
     let cap = QpCap::new(4, 1, 4);
+    let hello = || Request::Hello {
+        version: proto::VERSION,
+    };
+    // A program that has opened the device, then `calls`.
+    let opened = |calls: Vec<Request>| {
+        let open = Request::Open {
+            name: "srnic0".into(),
+        };
+        [vec![hello(), open], calls].concat()
+    };
     let calls: Vec<Vec<Request>> = vec![
-        vec![Request::Hello {
-            version: proto::VERSION,
-        }],
+        vec![hello()],
         vec![
-            Request::Hello {
-                version: proto::VERSION,
-            },
+            hello(),
             Request::ListDevices,
             Request::Down {
                 name: "srnic0".into(),
             },
             Request::Capture { device: None },
         ],
-        vec![
-            Request::Hello {
-                version: proto::VERSION,
-            },
-            Request::Open {
-                name: "srnic0".into(),
-            },
+        opened(vec![
             Request::AllocPd,
             Request::RegMr {
                 pd: 1,
@@ -275,14 +254,8 @@ pub fn seeds() -> Vec<Vec<u8>> {
             },
             Request::DeallocPd(1),
             Request::DestroyCq(1),
-        ],
-        vec![
-            Request::Hello {
-                version: proto::VERSION,
-            },
-            Request::Open {
-                name: "srnic0".into(),
-            },
+        ]),
+        opened(vec![
             Request::AllocPd,
             Request::CreateSrq {
                 pd: 1,
@@ -302,11 +275,9 @@ pub fn seeds() -> Vec<Vec<u8>> {
             Request::QueryDevice,
             Request::QueryPort,
             Request::QueryGids,
-        ],
+        ]),
         vec![
-            Request::Hello {
-                version: proto::VERSION,
-            },
+            hello(),
             Request::CmOpen,
             Request::CmCreateId {
                 ps: 0x0106,
