@@ -7,8 +7,9 @@
 //! Oracles: the next round connecting is the control connection (a peer that never comes back
 //! has crashed or hung); `--check` runs a command after each round (for kernel rxe: the guest's
 //! log has no WARN, BUG or oops); a mutation IBA requires be dropped silently must get no
-//! answer; and one for which IBA requires a NAK ([`expect`]) must get that NAK. A finding is saved as a pcapng of its round and the command that replays that round:
-//! rounds are deterministic from the seed.
+//! answer; and one for which IBA requires a NAK ([`expect`]) must get that NAK. A finding is
+//! saved as a pcapng of its round and the command that replays that round: rounds are
+//! deterministic from the seed.
 
 pub mod expect;
 pub mod pingpong;
@@ -307,8 +308,9 @@ fn one_round(
             (&seen_psn, "a seen PSN")
         };
         let m = mutator.mutate_among(&opts.classes, template, peer_psn, &mut frames);
+        let pmtu = opts.mtu.bytes() as usize;
         let required = (i % 2 == 0 && fresh.live)
-            .then(|| expect::required(&next, &frames[0], m.class, size, opts.mtu.bytes() as usize))
+            .then(|| expect::required(&next, &frames[0], m.class, size, pmtu))
             .flatten()
             .filter(|&code| !(code == NakCode::PsnSequenceError && fresh.gap_nakked));
         let mark = dev.link_mut().seen.len();
