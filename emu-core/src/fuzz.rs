@@ -478,22 +478,8 @@ impl FrameSpec {
             Some(g) => (group(g), softrnic_wire::MULTICAST_QPN),
             None => (LOCAL, qp.qpn),
         };
-        let ip = match IpRepr::v4(src.into(), dst.into()) {
-            IpRepr::V4 {
-                src,
-                dst,
-                dscp,
-                ttl,
-                ..
-            } => IpRepr::V4 {
-                src,
-                dst,
-                dscp,
-                ecn: if self.ce { 3 } else { 2 },
-                ttl,
-            },
-            ip => ip,
-        };
+        let ecn = if self.ce { 3 } else { 2 };
+        let ip = IpRepr::v4(src.into(), dst.into()).with_traffic_class(0, ecn);
         let repr = FrameRepr {
             eth: EthRepr::untagged(LOCAL_MAC, PEER_MAC),
             ip,
