@@ -229,6 +229,7 @@ enum State {
 
 /// One connection (or SIDR request).
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 struct Conn {
     state: State,
     peer: Peer,
@@ -254,6 +255,7 @@ struct Conn {
 
 /// The Communication Manager of one port.
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub struct Cm {
     ca_guid: u64,
     next_id: u32,

@@ -174,6 +174,7 @@ pub enum Arm {
 
 /// A completion queue.
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub struct Cq {
     entries: VecDeque<Wc>,
     capacity: usize,

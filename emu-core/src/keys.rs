@@ -169,6 +169,7 @@ pub struct Target {
 
 /// Every MR and MW of an engine, indexed by key.
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub struct KeyTable {
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,

@@ -8,6 +8,7 @@ use crate::gid::Gid;
 use crate::{Result, VerbsError};
 
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct Groups {
     members: BTreeMap<Gid, Vec<u32>>,
     /// Attachments over all groups.

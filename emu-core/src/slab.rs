@@ -2,6 +2,7 @@
 
 /// Objects by handle.
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub struct Slab<T> {
     slots: Vec<Option<T>>,
     free: Vec<u32>,

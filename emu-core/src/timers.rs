@@ -34,6 +34,7 @@ struct Slot {
 
 /// The armed timers, by deadline.
 #[derive(Debug, Default)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct Timers {
     queue: BTreeSet<(Instant, u32, Timer)>,
     slots: HashMap<u32, Slot, BuildHasherDefault<QpnHasher>>,

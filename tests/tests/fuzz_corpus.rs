@@ -44,6 +44,11 @@ fn parse_frame_corpus() {
 }
 
 #[test]
+fn dissect_corpus() {
+    run("dissect", fuzz::dissect);
+}
+
+#[test]
 fn round_trip_corpus() {
     run("round_trip", fuzz::round_trip);
 }

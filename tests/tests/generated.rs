@@ -23,7 +23,7 @@ fn loss_sample_is_current() {
 
 #[test]
 fn fuzz_seed_corpora_hold_every_sample() {
-    for target in ["parse_frame", "round_trip"] {
+    for target in ["parse_frame", "dissect", "round_trip"] {
         for s in sample::capture() {
             let path = root().join("fuzz/corpus").join(target).join(file_name(&s));
             check_generated(&path, &s.frame());

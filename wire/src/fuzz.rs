@@ -3,24 +3,28 @@
 
 use crate::{cm, dissect, frame, mad};
 
-/// Arbitrary bytes into the parser and the dissector: neither may panic, and whatever parses
-/// must be self-consistent.
+/// Arbitrary bytes into the frame parser: it may refuse them but never panic, and whatever
+/// parses must be self-consistent.
 pub fn parse_frame(data: &[u8]) {
-    let _ = dissect::summary(data);
-    let mut text = String::new();
-    let _ = dissect::dissect(data, &mut text);
-    // The same bytes as a capture's cut of a frame: the last byte says how much was cut.
-    if let Some((&cut, head)) = data.split_last() {
-        let original = head.len() + usize::from(cut) * 8;
-        let _ = dissect::summary_captured(head, original);
-        let _ = dissect::dissect_captured(head, original, &mut text);
-    }
     match frame::parse(data) {
         Err(e) => {
             // What a capture's reader shows for a frame it refuses.
             let _ = e.to_string();
         }
         Ok(p) => check_layout(data, &p),
+    }
+}
+
+/// Arbitrary bytes into the dissector, whole and as a capture's cut of a frame (the last byte
+/// says how much was cut): it writes something for anything, and never panics.
+pub fn dissect(data: &[u8]) {
+    let _ = dissect::summary(data);
+    let mut text = String::new();
+    let _ = dissect::dissect(data, &mut text);
+    if let Some((&cut, head)) = data.split_last() {
+        let original = head.len() + usize::from(cut) * 8;
+        let _ = dissect::summary_captured(head, original);
+        let _ = dissect::dissect_captured(head, original, &mut text);
     }
 }
 

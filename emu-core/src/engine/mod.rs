@@ -79,6 +79,7 @@ impl Hasher for QpnHasher {
 type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
 
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 struct Pd {
     space: Space,
 }
@@ -97,6 +98,7 @@ struct Pd {
 ///    [`poll_event`](Self::poll_event), and sleep until the next frame or `poll_timeout`.
 ///
 /// `now` must not go backwards.
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub struct Engine<M> {
     sh: Shared<M>,
     pds: Slab<Pd>,

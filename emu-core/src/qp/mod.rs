@@ -28,6 +28,7 @@ pub(crate) use receive::{InProgress, Resource, ResourceKind, Responder, Response
 pub(crate) use send::{Completer, Directive, Requester};
 
 /// Everything a QP's roles reach besides the QP itself.
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct Shared<M> {
     pub mem: M,
     pub keys: KeyTable,
@@ -140,6 +141,7 @@ pub(crate) const NO_OBJECT: u32 = u32::MAX;
 
 /// A shared receive queue.
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct Srq {
     pub pd: u32,
     pub queue: VecDeque<RecvWr>,
@@ -174,6 +176,7 @@ impl Srq {
 
 /// A send WQE: the WR and its progress.
 #[derive(Debug)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct SendWqe {
     pub wr: SendWr,
     /// The SGEs' bytes, copied at post time for inline sends.
@@ -256,6 +259,7 @@ impl QpInit {
 }
 
 /// A queue pair.
+#[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct Qp {
     pub qpn: u32,
     /// An XRC target's domain: the SRQs its requests may name.

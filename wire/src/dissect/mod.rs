@@ -66,15 +66,15 @@ impl<W: Write> Rows<'_, W> {
             value
         };
         let mut chunks = bytes.chunks(HEX_PER_ROW);
-        let first = chunks.next().map(hex).unwrap_or_default();
-        let line = match self.marks.iter().find(|m| m.at == at && m.field == name) {
-            Some(m) => format!(
-                "  {at:4}  {first:<23}  {name:<16} {value:<26} {note} <-- {}",
-                m.note
-            ),
-            None => format!("  {at:4}  {first:<23}  {name:<16} {value:<26} {note}"),
-        };
-        writeln!(self.out, "{line}")?;
+        let first = hex(chunks.next().unwrap_or_default());
+        write!(
+            self.out,
+            "  {at:4}  {first:<23}  {name:<16} {value:<26} {note}"
+        )?;
+        match self.marks.iter().find(|m| m.at == at && m.field == name) {
+            Some(m) => writeln!(self.out, " <-- {}", m.note)?,
+            None => writeln!(self.out)?,
+        }
         for (i, chunk) in chunks.enumerate() {
             writeln!(
                 self.out,
@@ -102,20 +102,47 @@ impl<W: Write> Rows<'_, W> {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+/// Bytes as `0a 1b 2c`, padded as the format asks, without allocating (the dissector runs
+/// on every frame of a capture and in the fuzz targets).
+fn hex(bytes: &[u8]) -> Hex<'_> {
+    Hex(bytes)
+}
+
+struct Hex<'a>(&'a [u8]);
+
+impl fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        // Up to 21 bytes fit a stack buffer and take the format's width and alignment; longer
+        // runs are wider than any width the dissector asks for, so they stream unpadded.
+        let mut buf = [b' '; 64];
+        let short = self.0.len() * 3 <= buf.len() + 1;
+        let mut n = 0;
+        for (i, &b) in self.0.iter().enumerate() {
+            if i > 0 {
+                n += 1;
+            }
+            buf[n] = DIGITS[usize::from(b >> 4)];
+            buf[n + 1] = DIGITS[usize::from(b & 15)];
+            n += 2;
+            if !short && n + 3 > buf.len() {
+                f.write_str(core::str::from_utf8(&buf[..n]).map_err(|_| fmt::Error)?)?;
+                buf = [b' '; 64];
+                n = 0;
+            }
+        }
+        let text = core::str::from_utf8(&buf[..n]).map_err(|_| fmt::Error)?;
+        if short {
+            f.pad(text)
+        } else {
+            f.write_str(text)
+        }
+    }
 }
 
 fn mac(addr: crate::EthernetAddress) -> String {
-    addr.0
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(":")
+    let [a, b, c, d, e, f] = addr.0;
+    format!("{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x}")
 }
 
 fn yes(b: bool) -> &'static str {
@@ -909,6 +936,18 @@ mod tests {
     use super::*;
     use crate::Opcode;
     use crate::sample::{self, Ip};
+
+    #[test]
+    fn hex_is_spaced_pairs_that_take_the_width() {
+        for len in 0..100usize {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37) as u8).collect();
+            let plain: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            let plain = plain.join(" ");
+            assert_eq!(hex(&bytes).to_string(), plain);
+            assert_eq!(format!("{:<23}|", hex(&bytes)), format!("{plain:<23}|"));
+            assert_eq!(format!("{:>60}|", hex(&bytes)), format!("{plain:>60}|"));
+        }
+    }
 
     fn dissected(frame: &[u8]) -> String {
         let mut s = String::new();

@@ -16,6 +16,9 @@ use softrnic_wire::{
     IpRepr, RethRepr, Syndrome, UdpRepr, bth::BthRepr,
 };
 
+mod cm;
+pub use cm::cm;
+
 use crate::memory::{Fault, HeapMemory, Memory, Space};
 use crate::{
     Access, AddressHandle, AttrMask, Config, DeviceAttr, Engine, Gid, Instant, MAX_FRAME, Mtu,
@@ -24,7 +27,7 @@ use crate::{
 };
 
 /// Memory that panics on any access outside the ranges registered through it.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Guarded {
     heap: HeapMemory,
     live: Vec<(u64, u64, u32)>,
@@ -74,6 +77,7 @@ struct Buf {
 }
 
 /// A device with QPs of every type in every state, some with work outstanding.
+#[derive(Clone)]
 struct World {
     engine: Engine<Guarded>,
     pd: u32,
@@ -84,7 +88,11 @@ struct World {
     qps: Vec<QpInfo>,
     bufs: Vec<Buf>,
     now: u64,
+    /// Where the engine writes frames, and where the harness builds them.
     scratch: Vec<u8>,
+    frame: Vec<u8>,
+    /// The consumer of the engine's Communication Manager.
+    cm: cm::CmSide,
 }
 
 /// Multicast group `g` of four, an IPv4 one (RoCEv2 maps it to an IPv4-mapped GID).
@@ -120,6 +128,8 @@ impl World {
             bufs: Vec::new(),
             now: 0,
             scratch: vec![0; MAX_FRAME],
+            frame: vec![0; MAX_FRAME + 64],
+            cm: cm::CmSide::new(),
         };
         let all = Access::from_bits_retain(15) | Access::MW_BIND | Access::FLUSH_GLOBAL;
         for access in [all, Access::LOCAL_WRITE, Access::REMOTE_READ] {
@@ -233,6 +243,14 @@ impl World {
                     level: 0,
                 },
             ];
+            // A different kind of request at the front of each RTS/SQD QP of a type, so that
+            // responses of every kind have a WQE to answer at once.
+            let mut ops = ops;
+            ops.rotate_left(match (srq, state) {
+                (true, _) => 1,
+                (_, QpState::Sqd) => 3,
+                _ => 0,
+            });
             for (n, op) in ops.into_iter().enumerate() {
                 let len = if op.is_atomic() { 8 } else { 3000 };
                 self.post_send(qpn, n as u64, op, self.sge(0, 0, len), SendFlags::empty());
@@ -350,7 +368,7 @@ impl World {
         let _ = self.engine.post_send(qpn, wr);
     }
 
-    /// Sends everything ready (dropping it, or handing it back to `echo`), and checks.
+    /// Sends everything ready (the frames are dropped).
     fn settle(&mut self) {
         let now = Instant::from_nanos(self.now);
         for _ in 0..4096 {
@@ -358,9 +376,9 @@ impl World {
                 break;
             }
         }
-        self.check();
     }
 
+    /// The invariants hold; completions and events are consumed.
     fn check(&mut self) {
         if let Err(e) = self.engine.check_invariants() {
             panic!("invariant broken: {e}");
@@ -368,6 +386,26 @@ impl World {
         let mut wcs = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0); 16];
         while self.engine.poll_cq(self.cq, &mut wcs).unwrap_or(0) > 0 {}
         while self.engine.poll_event().is_some() {}
+    }
+
+    /// A MAD from the peer's QP1 to ours (IBA 13.4.6: a UD SEND with the GSI's Q_Key), written
+    /// into `out`; its length.
+    fn gsi_frame(mad: &[u8], out: &mut [u8]) -> usize {
+        use softrnic_wire::mad::{GSI_QKEY, GSI_QPN};
+        let repr = FrameRepr {
+            eth: EthRepr::untagged(LOCAL_MAC, PEER_MAC),
+            ip: IpRepr::v4(PEER.into(), LOCAL.into()),
+            udp: UdpRepr::unchecked(0xc000),
+            bth: BthRepr::new(softrnic_wire::Opcode::UdSendOnly, GSI_QPN, 0),
+            ext: ExtRepr {
+                deth: Some(DethRepr {
+                    qkey: GSI_QKEY,
+                    src_qp: GSI_QPN,
+                }),
+                ..ExtRepr::default()
+            },
+        };
+        repr.emit(mad, out).unwrap_or(0)
     }
 
     fn deliver(&mut self, frame: &[u8]) {
@@ -412,8 +450,12 @@ pub struct FrameSpec {
     ce: bool,
 }
 
+/// The payload of built frames.
+const PAYLOAD: [u8; 4096] = [0xa5; 4096];
+
 impl FrameSpec {
-    fn build(&self, w: &World) -> Vec<u8> {
+    /// Writes the frame into `out`; its length.
+    fn build(&self, w: &World, out: &mut [u8]) -> usize {
         let info = TABLE[self.opcode as usize % TABLE.len()];
         let qp = w.qps[self.qp as usize % w.qps.len()];
         let base = if info.operation.is_response() {
@@ -492,15 +534,11 @@ impl FrameSpec {
             ext,
         };
         let len = if info.allows_payload() {
-            usize::from(self.payload_len) % 4097
+            usize::from(self.payload_len) % (PAYLOAD.len() + 1)
         } else {
             0
         };
-        let payload = vec![0xa5; len];
-        let mut frame = vec![0; MAX_FRAME + 64];
-        let n = repr.emit(&payload, &mut frame).unwrap_or(0);
-        frame.truncate(n);
-        frame
+        repr.emit(&PAYLOAD[..len], out).unwrap_or(0)
     }
 }
 
@@ -515,22 +553,23 @@ enum Step {
 }
 
 fn step(w: &mut World, s: &Step) {
+    let mut f = core::mem::take(&mut w.frame);
     match s {
         Step::Frame(spec) => {
-            let f = spec.build(w);
-            w.deliver(&f);
+            let n = spec.build(w, &mut f);
+            w.deliver(&f[..n]);
         }
         Step::Raw(bytes) => w.deliver(bytes),
         Step::Mutated(spec, at, x) => {
-            let mut f = spec.build(w);
-            if !f.is_empty() {
-                let i = *at as usize % f.len();
-                f[i] ^= x;
+            let n = spec.build(w, &mut f);
+            if n > 0 {
+                f[*at as usize % n] ^= x;
             }
-            w.deliver(&f);
+            w.deliver(&f[..n]);
         }
         Step::Advance(us) => w.advance(u32::from(*us)),
     }
+    w.frame = f;
 }
 
 /// Arbitrary frames into responders and requesters of every type, in every state.
@@ -538,15 +577,18 @@ pub fn frames(data: &[u8]) {
     run(data, step);
 }
 
-/// Applies up to 256 inputs decoded from `data` to a fresh world.
+/// Applies up to 256 inputs decoded from `data` to a fresh world, checking after each.
 fn run<'a, T: Arbitrary<'a>>(data: &'a [u8], apply: fn(&mut World, &T)) {
+    // Built once; each input starts from a copy (cheaper than building it, and the same).
+    thread_local!(static WORLD: World = World::new());
     let mut u = Unstructured::new(data);
-    let mut w = World::new();
+    let mut w = WORLD.with(World::clone);
     for _ in 0..256 {
         let Ok(input) = T::arbitrary(&mut u) else {
             break;
         };
         apply(&mut w, &input);
+        w.check();
     }
 }
 
@@ -607,6 +649,9 @@ enum Action {
         rp: bool,
         rate_gbps: u8,
     },
+    /// A step of a conversation with the engine's Communication Manager: the peer's MADs
+    /// arrive in frames to QP1, and the CM's go out through `poll_transmit`.
+    Cm(cm::CmStep),
 }
 
 fn act(w: &mut World, a: &Action) {
@@ -782,6 +827,23 @@ fn act(w: &mut World, a: &Action) {
             });
             w.settle();
         }
+        Action::Cm(ref s) => {
+            match (s, w.cm.mad(s)) {
+                (_, Some(mad)) => {
+                    let mut f = core::mem::take(&mut w.frame);
+                    let n = World::gsi_frame(&mad, &mut f);
+                    w.deliver(&f[..n]);
+                    w.frame = f;
+                }
+                (cm::CmStep::Advance(us), None) => w.advance(*us),
+                (_, None) => {
+                    let now = Instant::from_nanos(w.now);
+                    w.cm.call(w.engine.cm(), now, s);
+                    w.settle();
+                }
+            }
+            w.cm.events(w.engine.cm());
+        }
         Action::DestroyQp(qp) => {
             if w.qps.len() > 1 {
                 let i = qp as usize % w.qps.len();
@@ -790,174 +852,11 @@ fn act(w: &mut World, a: &Action) {
             }
         }
     }
-    w.check();
 }
 
 /// Arbitrary sequences of verbs calls, frames and time.
 pub fn ops(data: &[u8]) {
     run(data, act);
-}
-
-/// A step of a conversation with the Communication Manager: a MAD from the peer (a message of
-/// any kind with fuzzed fields, aimed at a connection the CM knows when `known` says so, or raw
-/// bytes), a call of its consumer, or time passing.
-#[derive(Debug, Clone, Arbitrary)]
-enum CmStep {
-    Mad {
-        attr: u8,
-        known: Option<u8>,
-        tid: u64,
-        body: Vec<u8>,
-    },
-    Raw(Vec<u8>),
-    Listen(u8),
-    Connect(u8, Vec<u8>),
-    Accept(u8, Vec<u8>),
-    Reject(u8, u16, Vec<u8>),
-    ReadyToUse(u8),
-    NotifyEstablished(u8),
-    Disconnect(u8),
-    Destroy(u8),
-    SidrRequest(u8),
-    SidrReply(u8, u8),
-    Advance(u32),
-}
-
-/// The CM under fuzzing, its peer's address, and the connection IDs it has handed out.
-struct CmWorld {
-    cm: crate::cm::Cm,
-    peer: crate::cm::Peer,
-    now: Instant,
-    ids: Vec<u32>,
-}
-
-impl CmWorld {
-    fn id(&self, i: u8) -> u32 {
-        // Now and then an ID the CM never gave out.
-        self.ids
-            .get(usize::from(i))
-            .copied()
-            .unwrap_or(u32::from(i))
-    }
-
-    fn service(n: u8) -> u64 {
-        softrnic_wire::cm::ip_service_id(softrnic_wire::cm::port_space::TCP, u16::from(n % 4))
-    }
-
-    fn apply(&mut self, s: &CmStep) {
-        use crate::cm::{AcceptParams, CmEvent, ConnectParams};
-        use softrnic_wire::mad::MAD_LEN;
-        let now = self.now;
-        match s {
-            CmStep::Mad {
-                attr,
-                known,
-                tid,
-                body,
-            } => {
-                // A valid header, so the fuzzer reaches the messages' handling.
-                let mut mad = [0u8; MAD_LEN];
-                mad[..4].copy_from_slice(&[1, 0x07, 2, 0x03]);
-                mad[8..16].copy_from_slice(&tid.to_be_bytes());
-                mad[17] = 0x10 + attr % 10;
-                let n = body.len().min(MAD_LEN - 24);
-                mad[24..24 + n].copy_from_slice(&body[..n]);
-                if let Some(k) = known {
-                    // The receiver's ID: where a connection message names ours, or a SIDR_REP
-                    // its request.
-                    let at = if mad[17] == 0x18 { 24 } else { 28 };
-                    mad[at..at + 4].copy_from_slice(&self.id(*k).to_be_bytes());
-                }
-                self.cm.handle_mad(now, self.peer, &mad);
-            }
-            CmStep::Raw(bytes) => self.cm.handle_mad(now, self.peer, bytes),
-            CmStep::Listen(n) => {
-                let _ = self.cm.listen(Self::service(*n));
-            }
-            CmStep::Connect(n, private) => {
-                let params = ConnectParams {
-                    private_data: private.clone(),
-                    ..ConnectParams::rc(self.peer, Self::service(*n), 0x11, 1)
-                };
-                if let Ok(id) = self.cm.connect(now, params) {
-                    self.ids.push(id);
-                }
-            }
-            CmStep::Accept(i, private) => {
-                let params = AcceptParams {
-                    qpn: 0x12,
-                    starting_psn: 2,
-                    responder_resources: 1,
-                    initiator_depth: 1,
-                    rnr_retry_count: 7,
-                    srq: false,
-                    private_data: private.clone(),
-                };
-                let _ = self.cm.accept(now, self.id(*i), params);
-            }
-            CmStep::Reject(i, reason, private) => {
-                let _ = self.cm.reject(self.id(*i), *reason, private);
-            }
-            CmStep::ReadyToUse(i) => {
-                let _ = self.cm.ready_to_use(self.id(*i), &[]);
-            }
-            CmStep::NotifyEstablished(i) => {
-                let _ = self.cm.notify_established(self.id(*i));
-            }
-            CmStep::Disconnect(i) => {
-                let _ = self.cm.disconnect(now, self.id(*i));
-            }
-            CmStep::Destroy(i) => self.cm.destroy(now, self.id(*i)),
-            CmStep::SidrRequest(n) => {
-                if let Ok(id) = self.cm.sidr_request(now, self.peer, Self::service(*n), &[]) {
-                    self.ids.push(id);
-                }
-            }
-            CmStep::SidrReply(i, status) => {
-                let _ = self
-                    .cm
-                    .sidr_reply(self.id(*i), *status, 0x12, 0x1234, b"fuzz");
-            }
-            CmStep::Advance(us) => {
-                self.now = self.now + core::time::Duration::from_micros(u64::from(*us) * 16);
-                self.cm.handle_timeout(self.now);
-                // Nothing due is left undone.
-                assert!(self.cm.poll_timeout().is_none_or(|t| t > self.now));
-            }
-        }
-        // Everything the CM sends is a well-formed CM MAD, to the peer it talks to.
-        while let Some(o) = self.cm.poll_transmit() {
-            assert_eq!(o.to, self.peer);
-            softrnic_wire::cm::CmMad::parse(&o.mad).expect("the CM sends valid MADs");
-        }
-        while let Some(e) = self.cm.poll_event() {
-            if let CmEvent::ReqReceived { id, .. } | CmEvent::SidrReqReceived { id, .. } = e {
-                self.ids.push(id);
-            }
-        }
-    }
-}
-
-/// Arbitrary MADs, consumer calls and time into the Communication Manager: no panic, nothing
-/// due left undone, and only valid MADs sent.
-pub fn cm(data: &[u8]) {
-    let mut u = Unstructured::new(data);
-    let mut w = CmWorld {
-        cm: crate::cm::Cm::new(0xa, 1),
-        peer: crate::cm::Peer {
-            gid: Gid::from(core::net::Ipv4Addr::from(PEER)),
-            local: Gid::from(core::net::Ipv4Addr::from(LOCAL)),
-            mac: PEER_MAC.0,
-        },
-        now: Instant::ZERO,
-        ids: Vec::new(),
-    };
-    for _ in 0..256 {
-        let Ok(step) = CmStep::arbitrary(&mut u) else {
-            break;
-        };
-        w.apply(&step);
-    }
 }
 
 #[cfg(test)]
@@ -979,6 +878,19 @@ mod tests {
             .unwrap();
         let gid = Gid::from(core::net::Ipv4Addr::from(group(1)));
         w.engine.attach_mcast(ud.qpn, gid).unwrap();
+        // A REQ in a frame to QP1 reaches the engine's CM once it listens.
+        act(&mut w, &Action::Cm(cm::CmStep::Listen(1)));
+        let req = cm::CmStep::Message {
+            kind: 0,
+            ours: 0,
+            theirs: 1,
+            tid: 1,
+            service: 1,
+            value: 0,
+            private: vec![],
+        };
+        act(&mut w, &Action::Cm(req));
+        assert_eq!(w.cm.ids.len(), 1);
         // Every byte pattern runs without panicking.
         for seed in 0..200u32 {
             let data: Vec<u8> = (0..512u32)
