@@ -46,9 +46,12 @@ pub fn control(data: &[u8]) {
     let mut made = Vec::new();
     while let Some(body) = d.contexts[h].as_mut().and_then(|c| c.next_message()) {
         let Ok(req) = body else { continue };
+        let xrc_target = matches!(req, Request::CreateXrcRecvQp { .. });
         let reply = d.handle(h, into_arena(req, base + ARENA as u64));
         match reply {
             Reply::QpCreated { qpn, .. } => made.push(qpn),
+            // An XRC target QP's number comes back as a handle.
+            Reply::Handle(qpn) if xrc_target => made.push(qpn),
             Reply::Error { errno, .. } => assert!(errno > 0, "an errno"),
             _ => {}
         }
@@ -267,6 +270,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
                 create: true,
                 exclusive: false,
             },
+            Request::CreateXrcRecvQp { xrcd: 0 },
             Request::AllocMw {
                 pd: 1,
                 mw_type: softrnic_emu_core::MwType::Type2,

@@ -367,6 +367,9 @@ mod tests {
         cm.handle_mad(now, side.peer, &side.mad(&message(2, 2)).unwrap());
         assert!(matches!(cm.poll_event(), Some(CmEvent::Established { .. })));
         cm.handle_mad(now, side.peer, &side.mad(&message(5, 2)).unwrap());
-        assert!(matches!(cm.poll_event(), Some(CmEvent::Disconnected { .. })));
+        assert!(matches!(
+            cm.poll_event(),
+            Some(CmEvent::Disconnected { .. })
+        ));
     }
 }
