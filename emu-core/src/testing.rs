@@ -65,6 +65,15 @@ impl Bench {
     /// An RC QP in RTS towards [`PEER_QPN`]: path MTU 1024, ACK timeout 10 (4 ms), 2
     /// retries, 2 RNR retries, 2 READs/atomics outstanding each way.
     pub fn rc() -> Bench {
+        Bench::new(QpType::Rc)
+    }
+
+    /// As [`rc`](Self::rc), a UC QP (which allows RDMA WRITEs only).
+    pub fn uc() -> Bench {
+        Bench::new(QpType::Uc)
+    }
+
+    fn new(qp_type: QpType) -> Bench {
         let config = Config {
             seed: 3,
             key_secret: 3,
@@ -77,7 +86,7 @@ impl Bench {
         let pd = engine.alloc_pd(0).unwrap();
         let cq = engine.create_cq(64).unwrap();
         let qpn = engine
-            .create_qp(pd, QpInit::new(QpType::Rc, cq, QpCap::new(32, 2, 64)))
+            .create_qp(pd, QpInit::new(qp_type, cq, QpCap::new(32, 2, 64)))
             .unwrap();
         let buf = engine.memory_mut().alloc(BUF_LEN);
         let key = engine
@@ -88,12 +97,18 @@ impl Bench {
                 Access::all().difference(Access::ZERO_BASED | Access::FLUSH_PERSISTENT),
             )
             .unwrap();
+        let qp_access_flags = match qp_type {
+            QpType::Rc => {
+                Access::REMOTE_WRITE
+                    | Access::REMOTE_READ
+                    | Access::REMOTE_ATOMIC
+                    | Access::FLUSH_GLOBAL
+                    | Access::FLUSH_PERSISTENT
+            }
+            _ => Access::REMOTE_WRITE,
+        };
         let attr = QpAttr {
-            qp_access_flags: Access::REMOTE_WRITE
-                | Access::REMOTE_READ
-                | Access::REMOTE_ATOMIC
-                | Access::FLUSH_GLOBAL
-                | Access::FLUSH_PERSISTENT,
+            qp_access_flags,
             ah: Some(
                 AddressHandle::to(Gid::from(core::net::Ipv4Addr::from(PEER)), 0).via(PEER_MAC),
             ),
@@ -109,7 +124,7 @@ impl Bench {
             dest_qp_num: PEER_QPN,
             ..QpAttr::default()
         };
-        for (state, mask) in crate::bring_up(QpType::Rc) {
+        for (state, mask) in crate::bring_up(qp_type) {
             let attr = QpAttr {
                 qp_state: state,
                 ..attr

@@ -289,14 +289,23 @@ impl<M: Memory> Engine<M> {
             if q.init.qp_type.is_reliable() && psn::diff(q.req.psn, q.comp.psn) < 0 {
                 return fail("completer ahead of the requester");
             }
+            let held = usize::from(q.init.srq.is_none() && q.resp.held.is_some());
             if q.sq.len() > q.init.cap.max_send_wr as usize
-                || q.rq.len() > q.init.cap.max_recv_wr as usize
+                || q.rq.len() + held > q.init.cap.max_recv_wr as usize
             {
                 return fail("a queue beyond its capacity");
             }
             if q.state == QpState::Err && (!q.sq.is_empty() || !q.rq.is_empty()) {
                 return fail("work left in the error state");
             }
+        }
+        if let Some((id, _)) = self
+            .sh
+            .srqs
+            .iter()
+            .find(|(_, s)| s.queue.len() + s.lent as usize > s.max_wr as usize)
+        {
+            return Err(format!("SRQ {id} beyond its capacity"));
         }
         if backlog > limit {
             return Err(format!("backlog {backlog} above its limit {limit}"));

@@ -197,6 +197,7 @@ impl<M: Memory> Engine<M> {
             max_wr,
             max_sge,
             limit: 0,
+            lent: 0,
             xrc: None,
         }))
     }
@@ -261,14 +262,8 @@ impl<M: Memory> Engine<M> {
             WorkQueue::Send(qpn) => {
                 qp(qpn).map_or(0, |q| q.init.cap.max_send_wr as usize - q.sq.len())
             }
-            WorkQueue::Recv(qpn) => {
-                qp(qpn).map_or(0, |q| q.init.cap.max_recv_wr as usize - q.rq.len())
-            }
-            WorkQueue::Srq(srq) => self
-                .sh
-                .srqs
-                .get(srq)
-                .map_or(0, |s| s.max_wr as usize - s.queue.len()),
+            WorkQueue::Recv(qpn) => qp(qpn).map_or(0, Qp::recv_room),
+            WorkQueue::Srq(srq) => self.sh.srqs.get(srq).map_or(0, Srq::room),
         }
     }
 
@@ -282,7 +277,7 @@ impl<M: Memory> Engine<M> {
         if wr.sgl.len() > s.max_sge as usize {
             return Err(VerbsError::Invalid("too many SGEs"));
         }
-        if s.queue.len() >= s.max_wr as usize {
+        if s.room() == 0 {
             return Err(VerbsError::NoMemory("the SRQ is full"));
         }
         s.queue.push_back(wr);
@@ -549,9 +544,12 @@ impl<M: Memory> Engine<M> {
 
     /// Destroys a QP; its outstanding WRs are discarded and it leaves its multicast groups.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        self.qps
+        let mut qp = self
+            .qps
             .remove(&qpn)
             .ok_or(VerbsError::Invalid("no such QP"))?;
+        // An SRQ's WQE it held is gone with it (no completion, as on a device).
+        qp.release_held(&mut self.sh);
         self.sh.timers.stop_all(qpn);
         self.groups.detach_all(qpn);
         Ok(())
@@ -665,7 +663,7 @@ impl<M: Memory> Engine<M> {
         if wr.sgl.len() > qp.init.cap.max_recv_sge as usize {
             return Err(VerbsError::Invalid("too many SGEs"));
         }
-        if qp.rq.len() >= qp.init.cap.max_recv_wr as usize {
+        if qp.recv_room() == 0 {
             return Err(VerbsError::NoMemory("the receive queue is full"));
         }
         if qp.state == QpState::Err {

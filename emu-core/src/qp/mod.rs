@@ -149,6 +149,10 @@ pub(crate) struct Srq {
     pub max_sge: u32,
     /// The armed limit (0: not armed).
     pub limit: u32,
+    /// WQEs that QPs hold for SEND messages in progress: until the message ends they keep
+    /// their places (a dropped UC message gives its WQE back, IBA 9.8.3), so posting counts
+    /// them.
+    pub lent: u32,
     /// An XRC SRQ's domain and CQ (IBA A14: its completions go to its own CQ, whichever
     /// target QP received the message).
     pub xrc: Option<XrcSrq>,
@@ -171,6 +175,11 @@ impl Srq {
             events.push_back(Event::SrqLimitReached { srq });
         }
         Some(wr)
+    }
+
+    /// How many more WRs a post may add.
+    pub fn room(&self) -> usize {
+        (self.max_wr as usize).saturating_sub(self.queue.len() + self.lent as usize)
     }
 }
 
@@ -371,7 +380,7 @@ impl Qp {
             w.status.get_or_insert(WcStatus::WrFlushErr);
         }
         self.retire(sh);
-        if let Some((wr, _)) = self.resp.held.take() {
+        if let Some((wr, _)) = self.release_held(sh) {
             self.flush_recv(sh, wr);
         }
         while let Some(wr) = self.rq.pop_front() {
@@ -393,6 +402,34 @@ impl Qp {
             srq: self.init.srq,
             ..Wc::new(wr_id, status, opcode, self.qpn)
         }
+    }
+
+    /// Holds the next receive WQE for a SEND message that begins; false when there is none.
+    pub fn hold_recv<M>(&mut self, sh: &mut Shared<M>) -> bool {
+        let Some(wr) = self.take_recv(sh) else {
+            return false;
+        };
+        if let Some(s) = self.init.srq.and_then(|id| sh.srqs.get_mut(id)) {
+            s.lent += 1;
+        }
+        self.resp.held = Some((wr, 0));
+        true
+    }
+
+    /// Lets go of the receive WQE a message held (it completed, failed or is given back).
+    pub fn release_held<M>(&mut self, sh: &mut Shared<M>) -> Option<(RecvWr, u32)> {
+        let held = self.resp.held.take()?;
+        if let Some(s) = self.init.srq.and_then(|id| sh.srqs.get_mut(id)) {
+            s.lent = s.lent.saturating_sub(1);
+        }
+        Some(held)
+    }
+
+    /// How many more receive WRs a post may add to the QP's own receive queue: a WQE a
+    /// message in progress holds keeps its place.
+    pub fn recv_room(&self) -> usize {
+        let used = self.rq.len() + usize::from(self.init.srq.is_none() && self.resp.held.is_some());
+        (self.init.cap.max_recv_wr as usize).saturating_sub(used)
     }
 
     /// Takes a receive WQE from the QP's receive queue or its SRQ.

@@ -64,9 +64,8 @@ pub(super) fn execute<M: Memory>(
 /// A SEND packet: its payload lands in the receive WQE the message holds; the last packet
 /// completes it, after a SEND with Invalidate's key is invalidated (IBA 9.4.7, 10.6.6).
 fn send<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, r: &Request) -> Result<(), Refuse> {
-    if qp.resp.held.is_none() {
-        let wr = qp.take_recv(sh).ok_or(Refuse::Rnr)?;
-        qp.resp.held = Some((wr, 0));
+    if qp.resp.held.is_none() && !qp.hold_recv(sh) {
+        return Err(Refuse::Rnr);
     }
     let (wr, offset) = qp.resp.held.as_ref().expect("held");
     if let Err(status) = dma::scatter(&mut sh.mem, &sh.keys, qp.pd, &wr.sgl, *offset, r.payload) {
@@ -88,7 +87,7 @@ fn send<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, r: &Request) -> Result<(), R
     if let Some(rkey) = r.ext.ieth {
         sh.keys.invalidate(rkey, qp.pd).map_err(|_| INVALID)?;
     }
-    let (wr, len) = qp.resp.held.take().expect("held");
+    let (wr, len) = qp.release_held(sh).expect("held");
     let mut wc = qp.recv_wc(wr.wr_id, WcStatus::Success, WcOpcode::Recv);
     wc.byte_len = len;
     wc.solicited = r.solicited;

@@ -41,7 +41,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
                 NakCode::RemoteAccessError => sh.counters.resp_remote_access_errors += 1,
                 _ => sh.counters.resp_invalid_request += 1,
             }
-            if let Some((wr, _)) = qp.resp.held.take() {
+            if let Some((wr, _)) = qp.release_held(sh) {
                 let wc = qp.recv_wc(wr.wr_id, status, WcOpcode::Recv);
                 sh.complete(qp.init.recv_cq, wc);
             }

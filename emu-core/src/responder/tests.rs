@@ -66,6 +66,46 @@ fn a_send_without_a_receive_wqe_gets_an_rnr_nak_and_succeeds_when_resent() {
     assert_eq!(b.completions(), [(3, WcStatus::Success, WcOpcode::Recv)]);
 }
 
+/// The receive WQE a SEND in progress holds keeps its place in the queue: a post that would
+/// overfill the queue fails (ENOMEM) until the message ends, and a UC message dropped halfway
+/// gives its WQE back (IBA 9.8.3) into a queue that has room for it.
+#[test]
+fn a_receive_wqe_held_by_a_message_in_progress_keeps_its_place() {
+    use crate::wr::{RecvWr, WorkQueue};
+    for mut b in [Bench::rc(), Bench::uc()] {
+        let rc = b.engine.qp_type(b.qpn) == Some(crate::QpType::Rc);
+        let (first, last) = if rc {
+            (O::RcSendFirst, O::RcSendLast)
+        } else {
+            (O::UcSendFirst, O::UcSendLast)
+        };
+        // The bench's QPs take 32 receive WRs.
+        for wr_id in 1..=32 {
+            b.post_recv(wr_id, 0, 4096);
+        }
+        b.receive(first, RQ_PSN, ExtRepr::default(), &[1; 1024]);
+        let wr = RecvWr {
+            wr_id: 3,
+            sgl: vec![],
+        };
+        assert!(b.engine.post_recv(b.qpn, wr.clone()).is_err(), "full");
+        assert_eq!(b.engine.room(WorkQueue::Recv(b.qpn)), 0);
+        if rc {
+            b.receive(last, RQ_PSN + 1, ExtRepr::default(), &[2; 8]);
+            assert_eq!(b.completions(), [(1, WcStatus::Success, WcOpcode::Recv)]);
+        } else {
+            // A gap drops the message: WQE 1 goes back to the front, and is used next.
+            b.receive(last, RQ_PSN + 2, ExtRepr::default(), &[2; 8]);
+            assert_eq!(b.engine.room(WorkQueue::Recv(b.qpn)), 0);
+            b.receive(O::UcSendOnly, RQ_PSN + 3, ExtRepr::default(), &[3; 8]);
+            assert_eq!(b.completions(), [(1, WcStatus::Success, WcOpcode::Recv)]);
+        }
+        assert_eq!(b.engine.room(WorkQueue::Recv(b.qpn)), 1);
+        b.engine.post_recv(b.qpn, wr).unwrap();
+        b.engine.check_invariants().unwrap();
+    }
+}
+
 #[test]
 fn a_write_beyond_its_region_is_a_remote_access_error_and_the_qp_fails() {
     let mut b = Bench::rc();

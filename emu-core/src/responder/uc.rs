@@ -51,7 +51,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
 /// Drops the UC message in progress; a receive WQE it held is reused for the next one.
 fn uc_abort<M>(qp: &mut Qp, sh: &mut Shared<M>) {
     qp.resp.cur = None;
-    if let Some((wr, _)) = qp.resp.held.take() {
+    if let Some((wr, _)) = qp.release_held(sh) {
         match qp.init.srq.and_then(|id| sh.srqs.get_mut(id)) {
             Some(srq) => srq.queue.push_front(wr),
             None => qp.rq.push_front(wr),
