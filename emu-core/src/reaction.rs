@@ -149,8 +149,9 @@ macro_rules! param {
     (get $f:expr, Flag) => {
         f64::from(u8::from($f))
     };
+    // From whole nanoseconds, so that 21 ns shows as 0.021, not 0.020999999999999998.
     (get $f:expr, Micros) => {
-        $f.as_secs_f64() * 1e6
+        $f.as_nanos() as f64 / 1000.0
     };
     (get $f:expr, $unit:ident) => {
         $f as f64
@@ -159,7 +160,7 @@ macro_rules! param {
         $f = $v != 0.0
     };
     (set $f:expr, Micros, $v:expr) => {
-        $f = Duration::from_nanos(($v * 1000.0) as u64)
+        $f = Duration::from_nanos(($v * 1000.0).round() as u64)
     };
     (set $f:expr, Mbps, $v:expr) => {
         $f = $v
@@ -182,7 +183,9 @@ fn parse(unit: Unit, s: &str) -> Option<f64> {
     let ok = match unit {
         Unit::Flag => v == 0.0 || v == 1.0,
         Unit::Count => whole && (0.0..=f64::from(u32::MAX)).contains(&v),
-        Unit::Mbps | Unit::Micros => v.is_finite() && v >= 0.0,
+        Unit::Mbps => v.is_finite() && v >= 0.0,
+        // mlx5 keeps its times as 32-bit counts of µs.
+        Unit::Micros => (0.0..=f64::from(u32::MAX)).contains(&v),
     };
     ok.then_some(v)
 }
@@ -529,6 +532,19 @@ mod tests {
         assert!(p.set("cnp_dscp", "64").unwrap_err().contains("0 to 63"));
         assert_eq!(p.cnp_dscp, 48, "unchanged");
         assert!(p.set("rpg_min_dec_fac", "101").is_err());
+        // Times to the nanosecond: what is shown sets the same time again.
+        for ns in [1, 21, 25, 999, 123_456_789] {
+            p.dce_tcp_rtt = Duration::from_nanos(ns);
+            let shown = p.get("dce_tcp_rtt").unwrap();
+            p.set("dce_tcp_rtt", &shown).unwrap();
+            assert_eq!(p.dce_tcp_rtt, Duration::from_nanos(ns), "{shown}");
+        }
+        assert_eq!(p.get("dce_tcp_rtt").as_deref(), Some("123456.789"));
+        assert!(
+            p.set("dce_tcp_rtt", "4294967296")
+                .unwrap_err()
+                .contains("µs")
+        );
         assert!(p.set("line_rate", "0").is_err());
         assert!(
             p.set("rpg_ai", "5")

@@ -1,5 +1,6 @@
-//! The bodies of the engine's fuzz targets (`fuzz/fuzz_targets/engine_*.rs`). They also run as
-//! ordinary tests over the checked-in corpus, so stable CI exercises them.
+//! The bodies of the engine's fuzz targets (`fuzz/fuzz_targets/engine_*.rs`; the CM's in
+//! [`cm`]). They also run as ordinary tests over the checked-in corpus, so stable CI exercises
+//! them.
 //!
 //! Whatever the input, these must hold: no panic; no memory access outside a registered region
 //! ([`Guarded`] panics on one); and [`Engine::check_invariants`] after every step.
@@ -643,11 +644,13 @@ enum Action {
         group: u8,
         join: bool,
     },
-    /// DCQCN's notification and reaction points on or off (the rest at its defaults).
+    /// DCQCN's notification and reaction points on or off, and one parameter set by name as
+    /// `softrnic dcqcn` sets it (the rest at their defaults).
     Dcqcn {
         np: bool,
         rp: bool,
         rate_gbps: u8,
+        param: Option<(u8, String)>,
     },
     /// A step of a conversation with the engine's Communication Manager: the peer's MADs
     /// arrive in frames to QP1, and the CM's go out through `poll_transmit`.
@@ -818,13 +821,29 @@ fn act(w: &mut World, a: &Action) {
                 w.engine.detach_mcast(qpn, gid)
             };
         }
-        Action::Dcqcn { np, rp, rate_gbps } => {
-            w.engine.set_dcqcn(crate::Dcqcn {
+        Action::Dcqcn {
+            np,
+            rp,
+            rate_gbps,
+            ref param,
+        } => {
+            let mut d = crate::Dcqcn {
                 np_enabled: np,
                 rp_enabled: rp,
                 line_rate_mbps: f64::from(rate_gbps.max(1)) * 1000.0,
                 ..crate::Dcqcn::default()
-            });
+            };
+            if let Some((n, value)) = param {
+                let name = crate::Dcqcn::NAMES[usize::from(*n) % crate::Dcqcn::NAMES.len()];
+                // A value it takes reads back as text that sets the same value again.
+                if d.set(name, value).is_ok() {
+                    let shown = d.get(name).expect("a known name");
+                    let mut again = d;
+                    again.set(name, &shown).expect("what get shows, set takes");
+                    assert_eq!(again, d, "{name}: {value:?} read back as {shown:?}");
+                }
+            }
+            w.engine.set_dcqcn(d);
             w.settle();
         }
         Action::Cm(ref s) => {
