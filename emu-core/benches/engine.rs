@@ -1,6 +1,7 @@
 //! The engine over the in-process loopback link, on one core: 64 KiB RDMA WRITE throughput
-//! beside a plain memcpy of the same bytes in the same run, the 8-byte SEND message rate, and
-//! the memory a QP takes. Run with `cargo bench -p softrnic-emu-core`.
+//! beside a plain memcpy of the same bytes in the same run, the 8-byte SEND message rate, the
+//! memory a QP takes, and the SEND rate beside 100,000 idle QPs. Run with `cargo bench -p
+//! softrnic-emu-core`.
 //!
 //! Figures, not assertions: this machine is shared, so read the ratio to the in-process memcpy.
 
@@ -190,9 +191,9 @@ fn write_throughput() {
     );
 }
 
-fn send_rate() {
+/// The 8-byte SEND rate on one pair of `p`, in messages per second.
+fn send_rate_of(p: &mut Pair) -> (u64, f64) {
     let depth = 128;
-    let mut p = pair(depth as u32);
     let src = p.dev.alloc(8);
     let dst = p.dev.alloc(8 * 1024);
     let pd = p.pd;
@@ -218,12 +219,52 @@ fn send_rate() {
             lkey: rkey,
         }],
     };
-    let warm = pump(&mut p, 20_000, depth, 32, &make, Some(&recv));
+    let warm = pump(p, 20_000, depth, 32, &make, Some(&recv));
     let count = ((budget().as_secs_f64() / (warm / 20_000.0)) as u64).max(20_000);
-    let secs = pump(&mut p, count, depth, 32, &make, Some(&recv));
+    let secs = pump(p, count, depth, 32, &make, Some(&recv));
+    (count, count as f64 / secs)
+}
+
+fn send_rate() {
+    let (count, rate) = send_rate_of(&mut pair(128));
     println!(
         "8-byte SEND: {:.2} M messages/s ({count} sends, 128 outstanding, every 32nd signaled)",
-        count as f64 / secs / 1e6
+        rate / 1e6
+    );
+}
+
+/// The same SEND rate beside `BENCH_IDLE_QPS` (default 100,000) connected QPs that carry
+/// nothing: timers are kept by deadline, so idle QPs should cost the busy pair nothing. Also
+/// the memory each idle QP takes and how fast they are created and connected.
+fn idle_qps() {
+    let idle: usize = std::env::var("BENCH_IDLE_QPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let mut p = pair(128);
+    let (_, alone) = send_rate_of(&mut p);
+    let (pd, cq) = (p.pd, p.cq);
+    let init = QpInit::new(QpType::Rc, cq, QpCap::new(16, 1, 0));
+    let before = LIVE.load(Ordering::Relaxed);
+    let t = Instant::now();
+    for _ in 0..idle / 2 {
+        let a = p.dev.engine().create_qp(pd, init).unwrap();
+        let b = p.dev.engine().create_qp(pd, init).unwrap();
+        let (ea, eb) = (p.dev.endpoint(a), p.dev.endpoint(b));
+        p.dev.connect(a, &eb).unwrap();
+        p.dev.connect(b, &ea).unwrap();
+    }
+    let created = idle as f64 / t.elapsed().as_secs_f64();
+    let per_qp = (LIVE.load(Ordering::Relaxed) - before) / idle.max(1) as isize;
+    let (_, beside) = send_rate_of(&mut p);
+    println!(
+        "8-byte SEND beside {idle} idle RC QPs: {:.2} M messages/s, {:.2} M alone; \
+         ratio {:.2}; {per_qp} bytes per idle QP (connected, 16-entry queues); \
+         {:.0} QPs created and connected per second",
+        beside / 1e6,
+        alone / 1e6,
+        beside / alone,
+        created
     );
 }
 
@@ -283,12 +324,13 @@ fn per_qp_memory() {
 }
 
 fn main() {
-    // `BENCH_ONLY=write|send|memory` runs one part, for profiling.
+    // `BENCH_ONLY=write|send|memory|idle` runs one part, for profiling.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let parts: [(&str, fn()); 3] = [
+    let parts: [(&str, fn()); 4] = [
         ("write", write_throughput),
         ("send", send_rate),
         ("memory", per_qp_memory),
+        ("idle", idle_qps),
     ];
     for (name, run) in parts {
         if only.is_empty() || only == name {
