@@ -70,10 +70,15 @@ fn pair(depth: u32) -> Pair {
     let init = QpInit::new(QpType::Rc, cq, cap);
     let a = dev.engine().create_qp(pd, init).unwrap();
     let b = dev.engine().create_qp(pd, init).unwrap();
+    connect(&mut dev, a, b);
+    Pair { dev, pd, cq, a, b }
+}
+
+/// Connects QPs `a` and `b` of `dev` to each other (to RTS).
+fn connect(dev: &mut Device<Loopback>, a: u32, b: u32) {
     let (ea, eb) = (dev.endpoint(a), dev.endpoint(b));
     dev.connect(a, &eb).unwrap();
     dev.connect(b, &ea).unwrap();
-    Pair { dev, pd, cq, a, b }
 }
 
 /// Posts `wr` for `count` messages, keeping `depth` outstanding and signaling every
@@ -191,7 +196,7 @@ fn write_throughput() {
     );
 }
 
-/// The 8-byte SEND rate on one pair of `p`, in messages per second.
+/// The 8-byte SEND rate on `p`'s pair: the sends measured and messages per second.
 fn send_rate_of(p: &mut Pair) -> (u64, f64) {
     let depth = 128;
     let src = p.dev.alloc(8);
@@ -250,9 +255,7 @@ fn idle_qps() {
     for _ in 0..idle / 2 {
         let a = p.dev.engine().create_qp(pd, init).unwrap();
         let b = p.dev.engine().create_qp(pd, init).unwrap();
-        let (ea, eb) = (p.dev.endpoint(a), p.dev.endpoint(b));
-        p.dev.connect(a, &eb).unwrap();
-        p.dev.connect(b, &ea).unwrap();
+        connect(&mut p.dev, a, b);
     }
     let created = idle as f64 / t.elapsed().as_secs_f64();
     let per_qp = (LIVE.load(Ordering::Relaxed) - before) / idle.max(1) as isize;
@@ -281,9 +284,7 @@ fn per_qp_memory() {
         .collect();
     let created = LIVE.load(Ordering::Relaxed) - before;
     for pair in qps.chunks(2) {
-        let (ea, eb) = (p.dev.endpoint(pair[0]), p.dev.endpoint(pair[1]));
-        p.dev.connect(pair[0], &eb).unwrap();
-        p.dev.connect(pair[1], &ea).unwrap();
+        connect(&mut p.dev, pair[0], pair[1]);
     }
     // Fill every queue once, so the queues have grown to the depth the traffic used.
     let buf = p.dev.alloc(64);
