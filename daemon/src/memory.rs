@@ -75,6 +75,8 @@ struct Pending {
     bytes: Vec<u8>,
     /// (space, address, start in `bytes`, length), in order.
     runs: Vec<(Space, u64, usize, usize)>,
+    /// The spaces of `runs`, while they are written.
+    spaces: Vec<Space>,
 }
 
 impl Pending {
@@ -128,7 +130,8 @@ impl ProcessMemory {
         self.drop_ahead();
     }
 
-    /// Makes the collected writes: one call per process.
+    /// Makes the collected writes: a call per process (or per run, see
+    /// [`sys::Peer::write_runs`]).
     pub fn flush(&mut self) {
         self.flush_all();
     }
@@ -139,15 +142,26 @@ impl ProcessMemory {
         if pending.runs.is_empty() {
             return;
         }
-        for &(space, addr, start, len) in &pending.runs {
+        let pending = &mut *pending;
+        pending.spaces.clear();
+        for &(space, ..) in &pending.runs {
+            if !pending.spaces.contains(&space) {
+                pending.spaces.push(space);
+            }
+        }
+        // Each process's writes together, in their order.
+        for &space in &pending.spaces {
             // A context that went has no memory left to write.
             let Some(peer) = self.procs.get(&space) else {
                 continue;
             };
-            if let Err(e) = peer.write(addr, &pending.bytes[start..start + len]) {
+            let runs = (pending.runs.iter())
+                .filter(|run| run.0 == space)
+                .map(|&(_, addr, start, len)| (addr, &pending.bytes[start..start + len]));
+            peer.write_runs(runs, |addr, e| {
                 let pid = peer.pid();
-                tracing::warn!(pid, %e, "writing registered memory failed (unmapped?)");
-            }
+                tracing::warn!(pid, addr, %e, "writing registered memory failed (unmapped?)");
+            });
         }
         pending.clear();
     }

@@ -7,8 +7,9 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::check;
+use super::{check, process};
 
 /// `SO_PEERPIDFD` (Linux 6.5): a pidfd of the process that called connect(2).
 const SO_PEERPIDFD: libc::c_int = 77;
@@ -23,13 +24,15 @@ pub struct Peer {
     mem: File,
     /// The kernel's name of the process that connected (SO_PEERPIDFD), if it gave one.
     pidfd: Option<OwnedFd>,
+    /// Whether [`Peer::write_runs`] may take process_vm_writev (see there); cleared when the
+    /// kernel refuses it.
+    vm_writes: AtomicBool,
 }
 
 /// From this many bytes on, a read takes process_vm_readv (one copy, about 30% faster at
 /// 64 KiB than `/proc/PID/mem`, which copies through a page of its own), then checks that the
 /// process is still alive: while it lives no other process can have its PID, so the bytes
-/// were its own. Shorter reads, and every write (which no check afterwards could undo), go
-/// through `/proc/PID/mem`.
+/// were its own. Shorter reads go through `/proc/PID/mem`.
 const VM_READ_FROM: usize = 16 * 1024;
 
 impl Peer {
@@ -39,7 +42,7 @@ impl Peer {
     /// directory is open, that directory is its own. Older kernels give only the PID
     /// (SO_PEERCRED), pinned here.
     pub fn of_socket(fd: RawFd) -> io::Result<Peer> {
-        let (pid, _) = super::peer_cred(fd)?;
+        let (pid, uid) = super::peer_cred(fd)?;
         let pidfd = match peer_pidfd(fd) {
             Ok(p) => Some(p),
             Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) => None,
@@ -54,11 +57,13 @@ impl Peer {
             return Err(io::Error::from_raw_os_error(libc::ESRCH));
         }
         let mem = File::from(open_at(dir.as_raw_fd(), "mem", libc::O_RDWR)?);
+        let vm_writes = AtomicBool::new(pidfd.is_some() && uid == super::uid());
         Ok(Peer {
             pid,
             dir,
             mem,
             pidfd,
+            vm_writes,
         })
     }
 
@@ -97,6 +102,65 @@ impl Peer {
         match self.read_some(addr, dst)? {
             n if n == dst.len() => Ok(()),
             _ => Err(io::Error::from_raw_os_error(libc::EFAULT)),
+        }
+    }
+
+    /// Writes each `(addr, bytes)` of `runs`, in order; `failed` hears of each run that could
+    /// not be written (the others are).
+    ///
+    /// `/proc/PID/mem` costs a system call and a page of its own per run: most of the
+    /// daemon's time for small messages. So when the program runs as the daemon's own user,
+    /// up to 64 runs go in one process_vm_writev, which names the process
+    /// by PID: it is checked alive just before (its PID cannot have been given to another
+    /// process before it was reaped and the kernel's PIDs came round again), and even a
+    /// process that got the PID in between is one the program's user can write to anyway
+    /// (the kernel's ptrace check). For other users (a shared daemon) every run goes
+    /// through `/proc/PID/mem`, which no reused PID reaches.
+    pub fn write_runs<'a>(
+        &self,
+        runs: impl IntoIterator<Item = (u64, &'a [u8])>,
+        mut failed: impl FnMut(u64, io::Error),
+    ) {
+        let mut runs = runs.into_iter();
+        let mut chunk: [(u64, &[u8]); process::VM_IOVECS] = [(0, &[]); process::VM_IOVECS];
+        loop {
+            let mut n = 0;
+            while n < chunk.len()
+                && let Some(run) = runs.next()
+            {
+                chunk[n] = run;
+                n += 1;
+            }
+            if n == 0 {
+                return;
+            }
+            let chunk = &chunk[..n];
+            // What process_vm_writev wrote: the first `done` bytes of the runs (it stops at the
+            // first it cannot write).
+            let mut done = 0;
+            if self.vm_writes.load(Ordering::Relaxed)
+                && let Some(pidfd) = &self.pidfd
+                && !exited(pidfd)
+            {
+                match process::vm_write(self.pid, chunk) {
+                    Ok(n) => done = n,
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                        self.vm_writes.store(false, Ordering::Relaxed);
+                    }
+                    Err(_) => {}
+                }
+            }
+            // The rest one by one, which finds the run that fails.
+            for &(addr, bytes) in chunk {
+                if done >= bytes.len() {
+                    done -= bytes.len();
+                    continue;
+                }
+                if let Err(e) = self.write(addr + done as u64, &bytes[done..]) {
+                    failed(addr, e);
+                }
+                done = 0;
+            }
         }
     }
 
@@ -251,6 +315,35 @@ mod tests {
             "before every mapping"
         );
         assert!(!covered(MAPS, 0x404000, 0x404001, false), "in a gap");
+    }
+
+    #[test]
+    fn runs_are_written_in_order_and_one_that_fails_fails_alone() {
+        let (a, _b) = UnixStream::pair().unwrap();
+        let peer = Peer::of_socket(a.as_raw_fd()).unwrap();
+        // Both ways: process_vm_writev (this process is its own user's) and /proc/PID/mem.
+        for vm_writes in [true, false] {
+            peer.vm_writes.store(vm_writes, Ordering::Relaxed);
+            let mut data = vec![0u8; 8];
+            let addr = data.as_mut_ptr() as u64;
+            // More runs than one call takes, each byte written again and again (the last one
+            // stays), and one run in the middle into page 0, which is never mapped.
+            let bytes: Vec<[u8; 1]> = (0..150u8).map(|i| [i]).collect();
+            let at = |i: usize| if i == 70 { 8 } else { addr + (i % 8) as u64 };
+            let mut failed = Vec::new();
+            let runs = bytes.iter().enumerate().map(|(i, b)| (at(i), &b[..]));
+            peer.write_runs(runs, |addr, _| failed.push(addr));
+            assert_eq!(failed, [8], "vm_writes {vm_writes}");
+            assert_eq!(
+                peer.vm_writes.load(Ordering::Relaxed),
+                vm_writes,
+                "still allowed"
+            );
+            let want: Vec<u8> = (0..8)
+                .map(|k| (142..150).find(|i| i % 8 == k).unwrap())
+                .collect();
+            assert_eq!(std::hint::black_box(&mut data)[..], want);
+        }
     }
 
     #[test]

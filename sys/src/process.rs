@@ -131,6 +131,49 @@ pub(crate) fn vm_read_some(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<us
     }
 }
 
+/// How many runs one process_vm_writev takes ([`vm_write`]; the kernel's limit is 1024).
+pub(crate) const VM_IOVECS: usize = 64;
+
+/// Writes `runs` (each bytes at an address) in order in process `pid`, up to
+/// [`VM_IOVECS`] of them; returns how many bytes were written (it stops at the first address
+/// it cannot write).
+pub(crate) fn vm_write(pid: u32, runs: &[(u64, &[u8])]) -> io::Result<usize> {
+    let none = libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    };
+    let (mut local, mut remote) = ([none; VM_IOVECS], [none; VM_IOVECS]);
+    let n = runs.len().min(VM_IOVECS);
+    for (k, &(addr, bytes)) in runs[..n].iter().enumerate() {
+        local[k] = libc::iovec {
+            iov_base: bytes.as_ptr().cast_mut().cast(),
+            iov_len: bytes.len(),
+        };
+        remote[k] = libc::iovec {
+            iov_base: addr as *mut libc::c_void,
+            iov_len: bytes.len(),
+        };
+    }
+    // SAFETY: the first `n` entries of `local` describe slices that outlive the call (the
+    // kernel only reads them); the kernel checks `remote` against the other process's
+    // mappings.
+    let written = unsafe {
+        libc::process_vm_writev(
+            pid as i32,
+            local.as_ptr(),
+            n as libc::c_ulong,
+            remote.as_ptr(),
+            n as libc::c_ulong,
+            0,
+        )
+    };
+    if written < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(written as usize)
+    }
+}
+
 /// The result of a process_vm_readv that had to move `len` bytes.
 fn whole(n: isize, len: usize) -> io::Result<()> {
     if n < 0 {
