@@ -60,6 +60,8 @@ pub(crate) struct Device {
     /// The interface's MAC changed since the control thread last looked (rdma_cm tells the
     /// ids bound to it).
     pub moved: bool,
+    /// The work `take_posted` moves from the rings to the engine (kept for its allocation).
+    pub posted: Vec<Posted>,
 }
 
 /// What [`Device::transmit`] takes from an engine.
@@ -88,9 +90,10 @@ impl Device {
             next = self.ports.range(i + 1..).next().map(|(&k, _)| k);
             let engine = &self.engine;
             let port = self.ports.get_mut(&i).expect("listed");
-            let posted = port.rings.take_posted(|q| engine.room(q));
+            let mut posted = std::mem::take(&mut self.posted);
+            port.rings.take_posted(|q| engine.room(q), &mut posted);
             any |= !posted.is_empty();
-            for p in posted {
+            for p in posted.drain(..) {
                 let result = match p {
                     Posted::Send(qpn, mut wr, inline) => {
                         if let Some(ud) = wr.ud.as_mut() {
@@ -114,6 +117,7 @@ impl Device {
                     tracing::warn!(error = %e, "a posted work request was refused");
                 }
             }
+            self.posted = posted;
         }
         any
     }

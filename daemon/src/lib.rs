@@ -494,6 +494,7 @@ impl Daemon {
             ports: BTreeMap::new(),
             xrcd_files: BTreeMap::new(),
             moved: false,
+            posted: Vec::new(),
         };
         tracing::info!(
             device = %name,

@@ -44,6 +44,9 @@ pub struct Rings {
     waiting: Vec<WorkQueue>,
     /// Slots that did not decode (a buggy or hostile program), for the log.
     pub garbage: u64,
+    /// What `take_posted` works in, kept from call to call: the queues it looks at, a slot.
+    queues: Vec<WorkQueue>,
+    buf: Vec<u8>,
 }
 
 impl Rings {
@@ -91,30 +94,30 @@ impl Rings {
     /// gets ENOMEM as from a full queue) and is taken on a later call, once there is room.
     /// Only the rings the program announced are looked at (all of them if its notices
     /// overflowed), so the cost follows the work, not the number of QPs.
-    pub fn take_posted(&mut self, room: impl Fn(WorkQueue) -> usize) -> Vec<Posted> {
+    pub fn take_posted(&mut self, room: impl Fn(WorkQueue) -> usize, out: &mut Vec<Posted>) {
         let (Some(region), Some(notices)) = (&self.region, &mut self.notices) else {
-            return Vec::new();
+            return;
         };
         let bell = region.doorbell();
         if bell == self.bell && self.waiting.is_empty() {
-            return Vec::new();
+            return;
         }
         // Read the count first: work posted after this rings again.
         self.bell = bell;
-        let mut queues = std::mem::take(&mut self.waiting);
-        let mut buf = Vec::new();
+        let mut queues = std::mem::take(&mut self.queues);
+        queues.append(&mut self.waiting);
+        let buf = &mut self.buf;
         if region.take_overflow() {
             queues.extend(self.sqs.keys().map(|&q| WorkQueue::Send(q)));
             queues.extend(self.rqs.keys().map(|&q| WorkQueue::Recv(q)));
             queues.extend(self.srqs.keys().map(|&q| WorkQueue::Srq(q)));
         }
-        while let Some(q) = notices.next(&mut buf) {
+        while let Some(q) = notices.next(buf) {
             queues.push(q);
         }
         queues.sort_unstable();
         queues.dedup();
-        let mut out = Vec::new();
-        for queue in queues {
+        for &queue in &queues {
             // A notice for a queue that is not this context's is ignored.
             let Some(ring) = (match queue {
                 WorkQueue::Send(q) => self.sqs.get_mut(&q),
@@ -125,15 +128,15 @@ impl Rings {
             };
             ring.clear_announced();
             for _ in 0..room(queue) {
-                if !ring.pop(&mut buf) {
+                if !ring.pop(buf) {
                     break;
                 }
                 let posted = match queue {
                     WorkQueue::Send(q) => {
-                        slot::decode_send(&buf).map(|(wr, inline)| Posted::Send(q, wr, inline))
+                        slot::decode_send(buf).map(|(wr, inline)| Posted::Send(q, wr, inline))
                     }
-                    WorkQueue::Recv(q) => slot::decode_recv(&buf).map(|wr| Posted::Recv(q, wr)),
-                    WorkQueue::Srq(q) => slot::decode_recv(&buf).map(|wr| Posted::SrqRecv(q, wr)),
+                    WorkQueue::Recv(q) => slot::decode_recv(buf).map(|wr| Posted::Recv(q, wr)),
+                    WorkQueue::Srq(q) => slot::decode_recv(buf).map(|wr| Posted::SrqRecv(q, wr)),
                 };
                 match posted {
                     Some(p) => out.push(p),
@@ -144,7 +147,8 @@ impl Rings {
                 self.waiting.push(queue);
             }
         }
-        out
+        queues.clear();
+        self.queues = queues;
     }
 
     /// Moves completions from the engine's CQs into the CQ rings while they have room.
@@ -227,11 +231,18 @@ mod tests {
         let (stray, _) = rings.new_ring(1, slot::recv_slot_size(1)).unwrap();
         notices.announce(&Ring::new(&program, stray).unwrap(), WorkQueue::Srq(7));
         program.ring_doorbell();
-        let posted = rings.take_posted(|_| 4);
+        let posted = taken(&mut rings, 4);
         assert_eq!(rings.garbage, 2);
         assert!(
             matches!(&posted[..], [Posted::Send(7, w, None), Posted::Recv(7, r)] if *w == wr && *r == recv)
         );
+    }
+
+    /// What `take_posted` takes with room for `room` in every queue.
+    fn taken(rings: &mut Rings, room: usize) -> Vec<Posted> {
+        let mut out = Vec::new();
+        rings.take_posted(|_| room, &mut out);
+        out
     }
 
     #[test]
@@ -248,13 +259,9 @@ mod tests {
             notices.announce(&rq, WorkQueue::Recv(3));
         }
         program.ring_doorbell();
-        assert_eq!(rings.take_posted(|_| 2).len(), 2, "room for two");
-        assert_eq!(
-            rings.take_posted(|_| 2).len(),
-            1,
-            "the third, with no doorbell"
-        );
-        assert!(rings.take_posted(|_| 2).is_empty());
+        assert_eq!(taken(&mut rings, 2).len(), 2, "room for two");
+        assert_eq!(taken(&mut rings, 2).len(), 1, "the third, with no doorbell");
+        assert!(taken(&mut rings, 2).is_empty());
     }
 
     #[test]
