@@ -321,7 +321,9 @@ mod tests {
     fn runs_are_written_in_order_and_one_that_fails_fails_alone() {
         let (a, _b) = UnixStream::pair().unwrap();
         let peer = Peer::of_socket(a.as_raw_fd()).unwrap();
-        // Both ways: process_vm_writev (this process is its own user's) and /proc/PID/mem.
+        // This process is its own user's: process_vm_writev, where the kernel names it.
+        assert_eq!(peer.vm_writes.load(Ordering::Relaxed), peer.pidfd.is_some());
+        // Both ways: process_vm_writev and /proc/PID/mem.
         for vm_writes in [true, false] {
             peer.vm_writes.store(vm_writes, Ordering::Relaxed);
             let mut data = vec![0u8; 8];
