@@ -110,12 +110,12 @@ impl Peer {
     ///
     /// `/proc/PID/mem` costs a system call and a page of its own per run: most of the
     /// daemon's time for small messages. So when the program runs as the daemon's own user,
-    /// up to 64 runs go in one process_vm_writev, which names the process
-    /// by PID: it is checked alive just before (its PID cannot have been given to another
-    /// process before it was reaped and the kernel's PIDs came round again), and even a
-    /// process that got the PID in between is one the program's user can write to anyway
-    /// (the kernel's ptrace check). For other users (a shared daemon) every run goes
-    /// through `/proc/PID/mem`, which no reused PID reaches.
+    /// up to 64 runs go in one process_vm_writev, which names the process by PID: it is
+    /// checked alive just before (its PID cannot have been given to another process before it
+    /// was reaped and the kernel's PIDs came round again), and even a process that got the
+    /// PID in between is one the program's user can write to anyway (the kernel's ptrace
+    /// check). For other users (a shared daemon) every run goes through `/proc/PID/mem`,
+    /// which no reused PID reaches.
     pub fn write_runs<'a>(
         &self,
         runs: impl IntoIterator<Item = (u64, &'a [u8])>,
