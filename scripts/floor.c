@@ -3,11 +3,17 @@
 //   floor pingpong  one-way latency (us, median of batches) of a ping-pong between two
 //                   processes over one shared cache line, both sides spinning: no same-host
 //                   path between two programs can be faster
+//   floor vmwrite   us per 8-byte write into another process, 64 writes 64 bytes apart per
+//                   process_vm_writev (as the daemon writes a pass of 8-byte WRITEs into a
+//                   program): what each such message costs the daemon beside the engine
+#define _GNU_SOURCE
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,7 +29,34 @@ static int by_value(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-enum { LEN = 65536, COPIES = 100000, BATCHES = 2001, TRIPS = 100 };
+enum { LEN = 65536, COPIES = 100000, BATCHES = 2001, TRIPS = 100, RUNS = 64, CALLS = 20000 };
+
+static int vmwrite(void) {
+    static char buf[RUNS * 64];
+    pid_t child = fork();
+    if (child == 0) {
+        pause();
+        _exit(0);
+    }
+    char src[8] = "softrnc";
+    struct iovec local[RUNS], remote[RUNS];
+    for (int i = 0; i < RUNS; i++) {
+        local[i] = (struct iovec){src, sizeof src};
+        remote[i] = (struct iovec){buf + i * 64, sizeof src};
+    }
+    double t = now();
+    for (int c = 0; c < CALLS; c++) {
+        if (process_vm_writev(child, local, RUNS, remote, RUNS, 0) != RUNS * (long)sizeof src) {
+            perror("process_vm_writev");
+            kill(child, SIGKILL);
+            return 1;
+        }
+    }
+    printf("%.3f\n", (now() - t) / CALLS / RUNS * 1e6);
+    kill(child, SIGKILL);
+    wait(NULL);
+    return 0;
+}
 
 int main(int argc, char **argv) {
     if (argc == 2 && !strcmp(argv[1], "memcpy")) {
@@ -38,8 +71,10 @@ int main(int argc, char **argv) {
         printf("%.0f\n", (double)LEN * COPIES / (now() - t) / 1e6);
         return 0;
     }
+    if (argc == 2 && !strcmp(argv[1], "vmwrite"))
+        return vmwrite();
     if (argc != 2 || strcmp(argv[1], "pingpong")) {
-        fprintf(stderr, "usage: floor memcpy|pingpong\n");
+        fprintf(stderr, "usage: floor memcpy|pingpong|vmwrite\n");
         return 2;
     }
     _Atomic long *line = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
