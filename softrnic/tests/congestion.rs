@@ -146,7 +146,7 @@ fn bottleneck(
     let (mut inbound, mut outbound) = (Port::open(from), Port::open(to));
     let mut rng = softrnic_emu_core::Rng::new(7);
     let mut queue: VecDeque<Vec<u8>> = VecDeque::new();
-    let (mut queued, mut free_at) = (0u64, Instant::now());
+    let (mut queued, mut free_at, mut looked) = (0u64, Instant::now(), Instant::now());
     let mut done = Forwarded::default();
     while !stop.load(Ordering::Relaxed) {
         let arrived = inbound.receive();
@@ -165,6 +165,11 @@ fn bottleneck(
         moved |= !back.is_empty();
         inbound.send(&back.iter().map(Vec::as_slice).collect::<Vec<_>>());
         let now = Instant::now();
+        // An idle link does not save up time to send a burst later. A forwarder that did not
+        // get the CPU (a busy machine) did not idle its link, though: what arrived meanwhile
+        // waited in the socket, and the link's time since the forwarder last looked was theirs.
+        let idle_from = looked.min(now - Duration::from_micros(200));
+        looked = now;
         let mut out = Vec::new();
         while now >= free_at
             && let Some(mut f) = queue.pop_front()
@@ -173,9 +178,7 @@ fn bottleneck(
                 done.marked += 1;
             }
             queued -= f.len() as u64;
-            // An idle link does not save up time to send a burst later.
-            free_at = free_at.max(now - Duration::from_micros(200))
-                + Duration::from_secs_f64(f.len() as f64 / rate);
+            free_at = free_at.max(idle_from) + Duration::from_secs_f64(f.len() as f64 / rate);
             out.push(f);
         }
         done.frames += out.len() as u64;
