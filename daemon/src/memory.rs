@@ -26,9 +26,10 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
-use softrnic_emu_core::{Fault, Memory, Space};
+use softrnic_emu_core::{Fault, IdHasher, Memory, Space};
 
 use softrnic_sys as sys;
 
@@ -110,7 +111,7 @@ fn overlap(a: u64, alen: usize, b: u64, blen: usize) -> bool {
 /// The address spaces of a device's contexts: each context's space is its process.
 #[derive(Debug, Default)]
 pub struct ProcessMemory {
-    procs: HashMap<Space, Arc<sys::Peer>>,
+    procs: HashMap<Space, Arc<sys::Peer>, BuildHasherDefault<IdHasher>>,
     ahead: RefCell<Vec<Ahead>>,
     /// Reads so far, the clock of [`Ahead::used`].
     reads: std::cell::Cell<u64>,

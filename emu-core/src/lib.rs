@@ -48,7 +48,7 @@ pub use ah::AddressHandle;
 pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};
 pub use counters::Counters;
 pub use cq::{SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6, Wc, WcFlags, WcOpcode, WcStatus};
-pub use engine::{Config, Engine, MAX_FRAME};
+pub use engine::{Config, Engine, IdHasher, MAX_FRAME};
 pub use error::{Result, VerbsError};
 pub use event::Event;
 pub use gid::Gid;

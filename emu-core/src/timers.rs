@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::hash::BuildHasherDefault;
 
-use crate::engine::QpnHasher;
+use crate::engine::IdHasher;
 use crate::time::Instant;
 
 /// A QP's timers.
@@ -37,7 +37,7 @@ struct Slot {
 #[cfg_attr(feature = "fuzz", derive(Clone))]
 pub(crate) struct Timers {
     queue: BTreeSet<(Instant, u32, Timer)>,
-    slots: HashMap<u32, Slot, BuildHasherDefault<QpnHasher>>,
+    slots: HashMap<u32, Slot, BuildHasherDefault<IdHasher>>,
 }
 
 /// A QP's timer as one number (QPNs are 24 bits), for a cheap hash on the packet path.

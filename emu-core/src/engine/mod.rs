@@ -56,13 +56,14 @@ pub struct Config {
     pub device: DeviceAttr,
 }
 
-/// QPNs are integers the engine hands out in sequence: a multiplicative hash spreads them well
-/// and costs far less than SipHash on the per-packet lookup. Lookups of numbers from the wire
-/// cannot crowd a bucket, since the numbers stored are the engine's own.
+/// For maps keyed by numbers handed out in sequence (QPNs, the daemon's context indexes): a
+/// multiplicative hash spreads them well and costs far less than SipHash on the per-packet
+/// lookup. Lookups of numbers from the wire cannot crowd a bucket, since the numbers stored
+/// are the map owner's own.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct QpnHasher(u64);
+pub struct IdHasher(u64);
 
-impl Hasher for QpnHasher {
+impl Hasher for IdHasher {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -76,7 +77,7 @@ impl Hasher for QpnHasher {
     }
 }
 
-type QpMap = HashMap<u32, Qp, BuildHasherDefault<QpnHasher>>;
+type QpMap = HashMap<u32, Qp, BuildHasherDefault<IdHasher>>;
 
 #[derive(Debug)]
 #[cfg_attr(feature = "fuzz", derive(Clone))]
