@@ -176,9 +176,16 @@ impl Bench {
 
     /// Everything the engine sends now.
     pub fn sent(&mut self) -> Vec<Sent> {
+        self.sent_at_most(usize::MAX)
+    }
+
+    /// The first `n` frames the engine sends now; the rest stay queued.
+    pub fn sent_at_most(&mut self, n: usize) -> Vec<Sent> {
         let mut out = Vec::new();
         let mut buf = vec![0; MAX_FRAME];
-        while let Some(n) = self.engine.poll_transmit(self.now, &mut buf) {
+        while out.len() < n
+            && let Some(n) = self.engine.poll_transmit(self.now, &mut buf)
+        {
             let p = frame::parse(&buf[..n]).expect("the engine sends valid frames");
             out.push(Sent {
                 opcode: p.repr.bth.opcode,

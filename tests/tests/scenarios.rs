@@ -518,6 +518,43 @@ fn duplicate_read_resumes_at_the_right_offset() {
 }
 
 #[test]
+fn a_read_resent_mid_stream_replaces_the_rest_of_the_old_answer() {
+    // 2 MiB at 1 KiB a packet: the answer outlasts the requester's 1 ms ACK timer.
+    const LEN: u32 = 2 << 20;
+    let mut p = Pair::rc();
+    let (dst, lkey) = p.buf(0, LEN as usize, 0, RW);
+    let (src, rkey) = p.buf(1, LEN as usize, 0, RW);
+    let pattern: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+    p.sim.hosts[1]
+        .engine
+        .memory_mut()
+        .slice_mut(src, LEN as usize)
+        .unwrap()
+        .copy_from_slice(&pattern);
+    p.lose(10, |s| s.opcode == Opcode::RcReadResponseMiddle);
+    p.send(
+        1,
+        SendOp::Read(Remote { addr: src, rkey }),
+        sge(dst, LEN as usize, lkey),
+    );
+    p.run();
+    assert_eq!(p.wcs(0), [(1, WcStatus::Success, WcOpcode::RdmaRead, LEN)]);
+    assert_eq!(p.bytes(0, dst, LEN as usize), pattern);
+    // The gap is an implied NAK that asks for the rest, once; the responder answers that
+    // from the gap at once instead of after the rest of the old answer (IBA 9.7.5.2.1), so
+    // no ACK timer runs out and the old answer stops.
+    let c = p.counters(0);
+    assert_eq!((c.implied_nak_seq_err, c.local_ack_timeout_err), (1, 0));
+    assert_eq!(p.counters(1).duplicate_request, 1);
+    let answers = p.sim.trace.iter().filter(|s| s.from == 1).count();
+    let packets = (LEN / 1024) as usize;
+    assert!(
+        answers < packets + 64,
+        "{answers} responses for {packets} packets"
+    );
+}
+
+#[test]
 fn duplicate_atomic_is_not_executed_twice() {
     let mut p = Pair::rc();
     let (res, lkey) = p.buf(0, 8, 0, RW);

@@ -72,10 +72,12 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             let Some(reth) = pkt.repr.ext.reth else {
                 return;
             };
-            let Some(&Resource {
-                kind: ResourceKind::Read { rkey, va, len },
-                ..
-            }) = qp.resp.resources.iter().rev().find(found)
+            let Some(
+                &res @ Resource {
+                    kind: ResourceKind::Read { rkey, va, len },
+                    ..
+                },
+            ) = qp.resp.resources.iter().rev().find(found)
             else {
                 return;
             };
@@ -93,14 +95,14 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             if read_key(qp, sh, rkey, reth.va, reth.dma_len).is_err() {
                 return;
             }
-            qp.resp.out.push_back(Response::Read {
+            replay_read(qp, res, |replay| Response::Read {
                 psn: p,
                 rkey,
                 va: reth.va,
                 left: reth.dma_len,
                 first: true,
                 msn,
-                replay: true,
+                replay,
             });
         }
         Operation::CompareSwap | Operation::FetchAdd => {
@@ -131,5 +133,34 @@ fn duplicate<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFrame) {
             }
         }
         _ => {}
+    }
+}
+
+/// Answers a duplicate READ from the PSN it asks for. What is still queued of that READ's
+/// answer (the original stream, earlier replays) is dropped and the replay takes its place, as
+/// rxe's `duplicate_request` makes the duplicate its current resource: the requester discards
+/// everything past its gap, and a replay behind the rest of a long stream would come only after
+/// the requester's timer, every time (IBA 9.7.5.2.1: the responder resends from the duplicate's
+/// PSN). Responses to later requests keep their places. The replay counts against
+/// max_dest_rd_atomic only if it replaces a first answer that did.
+fn replay_read(qp: &mut Qp, res: Resource, response: impl Fn(bool) -> Response) {
+    let out = &mut qp.resp.out;
+    let of_res = |r: &Response| {
+        matches!(*r, Response::Read { psn, .. }
+            if psn::diff(psn, res.first_psn) >= 0 && psn::diff(psn, res.last_psn) <= 0)
+    };
+    let at = out.iter().position(of_res);
+    let mut replay = true;
+    out.retain(|r| {
+        let drop = of_res(r);
+        if drop && matches!(r, Response::Read { replay: false, .. }) {
+            replay = false;
+        }
+        !drop
+    });
+    let r = response(replay);
+    match at {
+        Some(i) => out.insert(i, r),
+        None => out.push_back(r),
     }
 }

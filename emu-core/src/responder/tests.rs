@@ -229,6 +229,41 @@ fn a_read_is_answered_in_path_mtu_pieces_that_take_its_psns() {
 }
 
 #[test]
+fn a_duplicate_read_mid_stream_restarts_the_answer_from_its_psn_and_stops_the_old_one() {
+    let mut b = Bench::rc();
+    let data: Vec<u8> = (0..8192u32).map(|i| (i * 7) as u8).collect();
+    b.engine
+        .memory_mut()
+        .slice_mut(b.buf, data.len())
+        .unwrap()
+        .copy_from_slice(&data);
+    b.receive(O::RcReadRequest, RQ_PSN, with_reth(&b, 0, 8192), &[]);
+    b.post_recv(1, 16384, 64);
+    b.receive(O::RcSendOnly, RQ_PSN + 8, ExtRepr::default(), &[0; 8]);
+    assert_eq!(b.sent_at_most(3).len(), 3);
+    // The requester lost the second response and asks again from there (a resumed READ).
+    b.receive(O::RcReadRequest, RQ_PSN + 1, with_reth(&b, 1024, 7168), &[]);
+    // The replay takes the first answer's place, so it still counts against
+    // max_dest_rd_atomic (2 here): one READ more is taken, the next refused.
+    b.receive(O::RcReadRequest, RQ_PSN + 9, with_reth(&b, 0, 8), &[]);
+    b.receive(O::RcReadRequest, RQ_PSN + 10, with_reth(&b, 0, 8), &[]);
+    let sent = b.sent();
+    let got: Vec<_> = sent.iter().map(|s| (s.opcode, s.psn, s.syndrome)).collect();
+    let mut want = vec![(O::RcReadResponseFirst, RQ_PSN + 1, Some(ACK))];
+    want.extend((2..7).map(|i| (O::RcReadResponseMiddle, RQ_PSN + i, None)));
+    want.push((O::RcReadResponseLast, RQ_PSN + 7, Some(ACK)));
+    // Later requests' answers keep their places after the READ.
+    want.push((O::RcAcknowledge, RQ_PSN + 8, Some(ACK)));
+    want.push((O::RcReadResponseOnly, RQ_PSN + 9, Some(ACK)));
+    let nak = Syndrome::Nak(NakCode::InvalidRequest);
+    want.push((O::RcAcknowledge, RQ_PSN + 10, Some(nak)));
+    assert_eq!(got, want);
+    let replayed: Vec<u8> = sent[..7].iter().flat_map(|s| s.payload.clone()).collect();
+    assert_eq!(replayed, data[1024..]);
+    assert_eq!(b.engine.counters().duplicate_request, 1);
+}
+
+#[test]
 fn an_atomic_runs_once_and_its_duplicate_gets_the_saved_original() {
     let mut b = Bench::rc();
     let target = b.buf;
