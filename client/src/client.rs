@@ -15,6 +15,7 @@ use softrnic_emu_core::{
 };
 
 use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
+use crate::share::Windows;
 use crate::shm::{Notices, Region, Ring, RingInfo};
 use crate::slot;
 use softrnic_sys as sys;
@@ -181,6 +182,8 @@ pub struct Client {
     lost: bool,
     /// Empty polls since the daemon was last seen to be there.
     idle_polls: u32,
+    /// Registered pages shared with the daemon.
+    windows: Windows,
 }
 
 fn unexpected(r: Reply) -> Error {
@@ -225,6 +228,7 @@ impl Client {
             slot: Vec::new(),
             lost: false,
             idle_polls: 0,
+            windows: Windows::from_env(),
         };
         match c.call(Request::Hello {
             version: proto::VERSION,
@@ -478,13 +482,18 @@ impl Client {
         iova: u64,
         access: Access,
     ) -> Result<u32> {
-        self.handle(Request::RegMr {
+        let shared = self.windows.offer(addr, len);
+        let key = self.handle(Request::RegMr {
             pd,
             addr,
             len,
             iova,
             access,
-        })
+            shared,
+        });
+        self.windows
+            .registered(key.as_ref().ok().copied(), shared.as_ref());
+        key
     }
 
     /// `ibv_rereg_mr`: region `key` moves to PD `pd`, to `len` bytes at `addr`
@@ -501,12 +510,19 @@ impl Client {
             pd,
             translation,
             access,
-        })
+        })?;
+        // The daemon maps new memory by address only.
+        if translation.is_some() {
+            self.windows.released(key);
+        }
+        Ok(())
     }
 
     /// `ibv_dereg_mr`.
     pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
-        self.release(Request::DeregMr(key))
+        self.release(Request::DeregMr(key))?;
+        self.windows.released(key);
+        Ok(())
     }
 
     /// `ibv_create_cq`.

@@ -8,10 +8,14 @@
 //!   contract of both sides.
 //! - [`client`]: a program's connection to the daemon, with its rings.
 //!
-//! `unsafe` is confined to [`shm`] (memory shared with another process).
+//! - `share`: registered memory moved onto a memfd the daemon maps, where the program asks.
+//!
+//! `unsafe` is confined to [`shm`] and `share` (memory shared with another process).
 
 pub mod client;
 pub mod proto;
+#[allow(unsafe_code)]
+mod share;
 #[allow(unsafe_code)]
 pub mod shm;
 pub mod slot;

@@ -39,7 +39,7 @@ pub fn default_socket() -> std::path::PathBuf {
 }
 
 /// The protocol's version; a client and daemon of different versions refuse each other.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// The longest message accepted.
 pub const MAX_MESSAGE: usize = 16 << 20;
@@ -95,6 +95,21 @@ pub struct DeviceInfo {
     pub contexts: u32,
 }
 
+/// Pages of a region the program moved onto a memfd ([`Request::RegMr`]): the daemon takes
+/// descriptor `fd` of the program (pidfd_getfd) and maps `len` bytes of it from `offset`, which
+/// the program has at `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedPages {
+    /// The memfd, as the program numbers its descriptors.
+    pub fd: i32,
+    /// Where in it the pages start.
+    pub offset: u64,
+    /// Where the program has them.
+    pub addr: u64,
+    /// How many bytes (whole pages).
+    pub len: u64,
+}
+
 /// A request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Request {
@@ -146,6 +161,8 @@ pub enum Request {
         iova: u64,
         /// Access flags.
         access: Access,
+        /// Its whole pages on a memfd the daemon may map (`SOFTRNIC_SHARED_MR`).
+        shared: Option<SharedPages>,
     },
     /// `ibv_rereg_mr`: the region keeps its key; what is given changes.
     ReregMr {
@@ -720,6 +737,12 @@ mod tests {
             len: 64,
             iova: 0x1000,
             access: Access::LOCAL_WRITE,
+            shared: Some(SharedPages {
+                fd: 5,
+                offset: 0,
+                addr: 0x1000,
+                len: 4096,
+            }),
         };
         let mut buf = Vec::new();
         send(&mut buf, &req).unwrap();

@@ -116,6 +116,7 @@ fn victim(d: &mut Daemon, base: u64) -> (Victim, UnixStream) {
         len: ARENA as u64,
         iova: base,
         access: Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ,
+        shared: None,
     }));
     let Reply::CqCreated { cq, .. } = ask(Request::CreateCq {
         cqe: 16,
@@ -177,7 +178,14 @@ fn into_arena(mut req: Request, arena: u64) -> Request {
         (arena + off, len.min(ARENA as u64 - off))
     };
     match &mut req {
-        Request::RegMr { addr, len, .. } => (*addr, *len) = inside(*addr, *len),
+        Request::RegMr {
+            addr, len, shared, ..
+        } => {
+            (*addr, *len) = inside(*addr, *len);
+            // Every context here is this one process, whose descriptors include the other
+            // contexts' rings: a program can name only its own.
+            *shared = None;
+        }
         Request::ReregMr {
             translation: Some((addr, len)),
             ..
@@ -229,6 +237,7 @@ pub fn seeds() -> Vec<Vec<u8>> {
                 len: 4096,
                 iova: 0,
                 access: Access::LOCAL_WRITE,
+                shared: None,
             },
             Request::CreateCq {
                 cqe: 4,

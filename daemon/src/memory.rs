@@ -19,13 +19,18 @@
 //!   pass (before completions reach the rings). A read of bytes with a write pending writes
 //!   them first.
 //!
+//! Where the program shares a region's pages (`SOFTRNIC_SHARED_MR`, the client's `share`), the
+//! daemon maps them ([`ProcessMemory::share`]) and reads and writes them in place, with no
+//! system call: such a write is made at once, after the collected ones (so the bytes of a
+//! message still land in order).
+//!
 //! Nothing is kept across passes: work a program posts is taken at the start of a pass, after
 //! it wrote its buffers. A write that fails when collected writes go out (the program unmapped
 //! registered memory) is lost and logged, as data written to the pinned pages of an unmapped
 //! region is with rxe.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
@@ -108,10 +113,26 @@ fn overlap(a: u64, alen: usize, b: u64, blen: usize) -> bool {
     a < b + blen as u64 && b < a + alen as u64
 }
 
+/// A context's process, and the pages of its regions it shares, by (address, region key).
+#[derive(Debug)]
+struct Process {
+    peer: Arc<sys::Peer>,
+    windows: BTreeMap<(u64, u32), sys::Mmap>,
+}
+
+impl Process {
+    /// The mapping that holds all of `[addr, addr + len)`, and where in it `addr` is.
+    fn window(&self, addr: u64, len: usize) -> Option<(&sys::Mmap, usize)> {
+        let (&(start, _), map) = self.windows.range(..=(addr, u32::MAX)).next_back()?;
+        let at = (addr - start) as usize;
+        (at.checked_add(len)? <= map.len()).then_some((map, at))
+    }
+}
+
 /// The address spaces of a device's contexts: each context's space is its process.
 #[derive(Debug, Default)]
 pub struct ProcessMemory {
-    procs: HashMap<Space, Arc<sys::Peer>, BuildHasherDefault<IdHasher>>,
+    procs: HashMap<Space, Process, BuildHasherDefault<IdHasher>>,
     ahead: RefCell<Vec<Ahead>>,
     /// Reads so far, the clock of [`Ahead::used`].
     reads: std::cell::Cell<u64>,
@@ -121,7 +142,22 @@ pub struct ProcessMemory {
 impl ProcessMemory {
     /// Context `space` lives in process `peer`.
     pub fn attach(&mut self, space: Space, peer: Arc<sys::Peer>) {
-        self.procs.insert(space, peer);
+        let windows = BTreeMap::new();
+        self.procs.insert(space, Process { peer, windows });
+    }
+
+    /// Region `key` of context `space` has pages at `addr` that the program shares: `map`.
+    pub fn share(&mut self, space: Space, key: u32, addr: u64, map: sys::Mmap) {
+        if let Some(p) = self.procs.get_mut(&space) {
+            p.windows.insert((addr, key), map);
+        }
+    }
+
+    /// Region `key` of context `space` is gone, or no longer over its shared pages.
+    pub fn unshare(&mut self, space: Space, key: u32) {
+        if let Some(p) = self.procs.get_mut(&space) {
+            p.windows.retain(|&(_, k), _| k != key);
+        }
     }
 
     /// The context is gone.
@@ -153,7 +189,7 @@ impl ProcessMemory {
         // Each process's writes together, in their order.
         for &space in &pending.spaces {
             // A context that went has no memory left to write.
-            let Some(peer) = self.procs.get(&space) else {
+            let Some(Process { peer, .. }) = self.procs.get(&space) else {
                 continue;
             };
             let runs = (pending.runs.iter())
@@ -189,8 +225,13 @@ impl ProcessMemory {
 
 impl Memory for ProcessMemory {
     fn read(&self, space: Space, addr: u64, dst: &mut [u8]) -> Result<(), Fault> {
-        let peer = self.procs.get(&space).ok_or(Fault)?;
+        let proc = self.procs.get(&space).ok_or(Fault)?;
         self.flush_overlapping(space, addr, dst.len());
+        if let Some((map, at)) = proc.window(addr, dst.len()) {
+            map.read_at(at, dst);
+            return Ok(());
+        }
+        let peer = &proc.peer;
         let now = self.reads.get() + 1;
         self.reads.set(now);
         let mut buffers = self.ahead.borrow_mut();
@@ -248,6 +289,14 @@ impl Memory for ProcessMemory {
             if a.overlaps(space, addr, src.len()) {
                 a.valid = false;
             }
+        }
+        if self.procs[&space].window(addr, src.len()).is_some() {
+            // After the writes collected before it (a program that watches a message's last
+            // byte must find the bytes before it there).
+            self.flush();
+            let (map, at) = self.procs[&space].window(addr, src.len()).expect("found");
+            map.write_at(at, src);
+            return Ok(());
         }
         let pending = self.pending.get_mut();
         pending.push(space, addr, src);
@@ -358,5 +407,40 @@ mod tests {
         assert_eq!(m.ahead.borrow().iter().filter(|a| a.valid).count(), 3);
         m.end_pass();
         assert_eq!(seen(&data[2 * APART + 100..][..1]), [9]);
+    }
+
+    #[test]
+    fn shared_pages_are_reached_in_place_after_the_writes_collected_before() {
+        let mut m = ProcessMemory::default();
+        m.attach(1, me());
+        // The program's pages on a memfd, at `prog`; the daemon's own mapping of them.
+        let fd = sys::memfd(c"test", 2 * 4096).unwrap();
+        let prog = sys::Mmap::new(2 * 4096, Some((&fd, 0))).unwrap();
+        let addr = prog.as_ptr() as u64;
+        m.share(1, 5, addr, sys::Mmap::of_sealed(&fd, 0, 2 * 4096).unwrap());
+        let mut other = vec![0u8; 8];
+        let edge = other.as_mut_ptr() as u64;
+        let mut out = [0u8; 2];
+        // Collected (outside the pages)...
+        m.write(1, edge, &[3]).unwrap();
+        assert_eq!(seen(&other[..1]), [0]);
+        // ...then made, before a write into the pages, which lands at once.
+        m.write(1, addr + 4095, &[1, 2]).unwrap();
+        assert_eq!(seen(&other[..1]), [3]);
+        assert!(prog.read_at(4095, &mut out));
+        assert_eq!(out, [1, 2]);
+        assert!(m.pending.borrow().runs.is_empty());
+        // The program's stores are what the daemon reads.
+        assert!(prog.write_at(10, &[8, 9]));
+        m.read(1, addr + 10, &mut out).unwrap();
+        assert_eq!(out, [8, 9]);
+        // Once the region is gone its writes are collected again.
+        m.unshare(1, 5);
+        m.write(1, addr, &[4]).unwrap();
+        assert!(prog.read_at(0, &mut out[..1]));
+        assert_eq!(out[0], 0);
+        m.end_pass();
+        assert!(prog.read_at(0, &mut out[..1]));
+        assert_eq!(out[0], 4);
     }
 }

@@ -4,6 +4,7 @@
 //! (EINVAL otherwise), so no program reaches another's objects; and every remote access goes
 //! through the engine's key and PD checks, so none reaches another's memory.
 
+use std::io;
 use std::os::fd::AsRawFd;
 
 use softrnic_emu_core::{Access, AttrMask, QpType, Span, VerbsError, key_index};
@@ -11,7 +12,7 @@ use softrnic_emu_core::{Access, AttrMask, QpType, Span, VerbsError, key_index};
 use crate::context::Port;
 use crate::rings::Rings;
 use crate::{Daemon, device_at};
-use softrnic_client::proto::{self, Reply, Request};
+use softrnic_client::proto::{self, Reply, Request, SharedPages};
 use softrnic_client::shm::Region;
 use softrnic_client::slot;
 use softrnic_sys as sys;
@@ -363,6 +364,7 @@ impl Daemon {
                 len,
                 iova,
                 access,
+                shared,
             } if o.pds.contains(&pd) => {
                 if let Some(refused) = unreachable(&ctx.peer, addr, len, access) {
                     return refused;
@@ -370,6 +372,15 @@ impl Daemon {
                 let region = Span { addr, iova, len };
                 handle_or(engine.reg_mr_iova(pd, region, access), |key| {
                     o.mrs.insert(key, len);
+                    if let Some(pages) = shared {
+                        match map_shared(&ctx.peer, (addr, len), pages) {
+                            Ok(map) => engine.memory_mut().share(ctx.space, key, pages.addr, map),
+                            // The region works without: through system calls.
+                            Err(e) => {
+                                tracing::info!(pid = ctx.peer.pid(), %e, "shared pages refused")
+                            }
+                        }
+                    }
                     Reply::Handle(key)
                 })
             }
@@ -393,12 +404,16 @@ impl Daemon {
                 let region = translation.map(|(addr, len)| Span::at(addr, len));
                 handle_or(engine.rereg_mr(key, pd, region, access), |()| {
                     o.mrs.insert(key, len);
+                    if translation.is_some() {
+                        engine.memory_mut().unshare(ctx.space, key);
+                    }
                     Reply::Ok
                 })
             }
             Request::DeregMr(key) if o.mrs.contains_key(&key) => {
                 handle_or(engine.dereg_mr(key), |()| {
                     o.mrs.remove(&key);
+                    engine.memory_mut().unshare(ctx.space, key);
                     Reply::Ok
                 })
             }
@@ -665,4 +680,21 @@ fn unreachable(peer: &sys::Peer, addr: u64, len: u64, access: Access) -> Option<
         )),
         Err(e) => Some(error(libc::EFAULT, format!("the program's mappings: {e}"))),
     }
+}
+
+/// Maps the pages a program shares of its region `[addr, addr + len)` (the client's `share`):
+/// whole pages inside the region, of a memfd the program holds open for reading and writing
+/// and has sealed against shrinking ([`sys::Mmap::of_sealed`]). A program that names other
+/// pages than it has at that address only gets its own memory wrong.
+fn map_shared(peer: &sys::Peer, (addr, len): (u64, u64), p: SharedPages) -> io::Result<sys::Mmap> {
+    const PAGE: u64 = 4096;
+    let inside = p.addr >= addr && p.addr.checked_add(p.len).is_some_and(|e| e <= addr + len);
+    if !inside || p.len == 0 || !(p.addr | p.len | p.offset).is_multiple_of(PAGE) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not whole pages of the region",
+        ));
+    }
+    let fd = peer.take_fd(p.fd)?;
+    sys::Mmap::of_sealed(&fd, p.offset, p.len as usize)
 }

@@ -789,3 +789,20 @@ fn regions_are_named_by_the_iova_they_were_registered_with() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "iova: ok\n");
 }
+
+/// Registered memory shared with the daemon (`SOFTRNIC_SHARED_MR=1`): WRITE, READ and
+/// FETCH_ADD across the pages the daemon maps and the edges it reaches by system calls, a
+/// region inside another, regions over pages moved before and on the stack.
+#[test]
+fn registered_memory_shared_with_the_daemon_moves_the_same_bytes() {
+    let _serial = serial();
+    let exe = c_program("shared_mr", &["-libverbs"]);
+    let host = Host::start("sharedmr", None, None);
+    let out = host
+        .program(&[exe.display().to_string()])
+        .env("SOFTRNIC_SHARED_MR", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "shared_mr: ok\n");
+}

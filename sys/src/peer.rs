@@ -164,6 +164,19 @@ impl Peer {
         }
     }
 
+    /// The process's descriptor `fd`, duplicated into this one (pidfd_getfd: the same open
+    /// file, with the access the program opened it with). Only where the kernel named the
+    /// process (SO_PEERPIDFD), so that no reused PID can hand over another process's file.
+    pub fn take_fd(&self, fd: i32) -> io::Result<OwnedFd> {
+        let pidfd =
+            (self.pidfd.as_ref()).ok_or_else(|| io::Error::from_raw_os_error(libc::ENOSYS))?;
+        // SAFETY: no pointers; the kernel checks both descriptors.
+        let n = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        let n = check(n as libc::c_int)?;
+        // SAFETY: pidfd_getfd made a new descriptor (close-on-exec) for this process to own.
+        Ok(unsafe { OwnedFd::from_raw_fd(n) })
+    }
+
     /// Writes all of `src` at `addr`.
     pub fn write(&self, addr: u64, src: &[u8]) -> io::Result<()> {
         let mut done = 0;

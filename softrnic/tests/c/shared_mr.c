@@ -1,0 +1,133 @@
+/* Registered memory shared with the daemon (run with SOFTRNIC_SHARED_MR=1): two RC QPs of one
+ * device, connected to each other, WRITE, READ and FETCH_ADD between regions that start and end
+ * mid-page, so that each message lands partly in pages the daemon maps and partly in bytes it
+ * reaches with system calls. Also: a second region inside the first shares its pages and
+ * outlives it; a region registered again after both are gone, and one on the stack (neither
+ * shared), still move the right bytes. Prints "shared_mr: ok", or what went wrong and exits 1. */
+#define PROGRAM "shared_mr"
+#include "loopback.h"
+
+enum { SIZE = 3 * 4096 + 1000, ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
+
+/* How many mappings of this process are pages moved for the daemon. */
+static int shared_mappings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, "softrnic-mr") != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static void fill(unsigned char *p, int len, int seed)
+{
+	for (int i = 0; i < len; i++)
+		p[i] = (unsigned char)(i * seed + seed);
+}
+
+/* A WRITE of `len` bytes from `src` to `dst` and a READ back into `back`, each checked. */
+static void write_and_read(struct ibv_qp *qp, unsigned char *src, struct ibv_mr *smr,
+			   unsigned char *dst, struct ibv_mr *dmr, unsigned char *back,
+			   struct ibv_mr *bmr, int len, const char *what)
+{
+	if (rdma(qp, IBV_WR_RDMA_WRITE, (uintptr_t)src, len, smr->lkey, (uintptr_t)dst,
+		 dmr->rkey) != IBV_WC_SUCCESS)
+		FAIL("%s: WRITE failed", what);
+	if (memcmp(dst, src, len))
+		FAIL("%s: WRITE landed wrong", what);
+	if (rdma(qp, IBV_WR_RDMA_READ, (uintptr_t)back, len, bmr->lkey, (uintptr_t)dst,
+		 dmr->rkey) != IBV_WC_SUCCESS)
+		FAIL("%s: READ failed", what);
+	if (memcmp(back, src, len))
+		FAIL("%s: READ came back wrong", what);
+}
+
+int main(void)
+{
+	struct ibv_qp *a, *b;
+	struct ibv_pd *pd = loopback(&a, &b);
+	struct ibv_qp_attr atomics = {.qp_access_flags = ACCESS};
+	if (ibv_modify_qp(b, &atomics, IBV_QP_ACCESS_FLAGS))
+		FAIL("allow atomics");
+
+	/* Mid-page starts: each region has whole pages in its middle, and edges. */
+	unsigned char *src = (unsigned char *)aligned_alloc(4096, SIZE + 4096) + 100;
+	unsigned char *dst = (unsigned char *)aligned_alloc(4096, SIZE + 4096) + 200;
+	unsigned char *back = (unsigned char *)aligned_alloc(4096, SIZE + 4096) + 300;
+	fill(src, SIZE, 7);
+	struct ibv_mr *smr = ibv_reg_mr(pd, src, SIZE, ACCESS);
+	struct ibv_mr *dmr = ibv_reg_mr(pd, dst, SIZE, ACCESS);
+	struct ibv_mr *bmr = ibv_reg_mr(pd, back, SIZE, ACCESS);
+	if (!smr || !dmr || !bmr)
+		FAIL("ibv_reg_mr");
+	if (shared_mappings() != 3)
+		FAIL("%d regions' pages shared, want 3 (SOFTRNIC_SHARED_MR=1?)", shared_mappings());
+	if (memcmp(src, (unsigned char[]){7, 14, 21}, 3))
+		FAIL("registering changed the bytes");
+
+	write_and_read(a, src, smr, dst, dmr, back, bmr, SIZE, "whole regions");
+	/* The program's own stores after registration are what the daemon reads. */
+	fill(src, SIZE, 11);
+	write_and_read(a, src + 50, smr, dst + 4000, dmr, back + 10, bmr, 5000, "mid-region");
+
+	/* A FETCH_ADD on a word in the shared pages, and one at an edge. */
+	uint64_t *word = (uint64_t *)(dst + 4096 - 200 + 8), *edge = (uint64_t *)(dst);
+	*word = 40, *edge = 1000;
+	uint64_t *old = (uint64_t *)back;
+	struct ibv_sge sge = {.addr = (uintptr_t)old, .length = 8, .lkey = bmr->lkey};
+	for (int i = 0; i < 2; i++) {
+		uint64_t *target = i ? edge : word;
+		struct ibv_send_wr wr = {
+			.sg_list = &sge,
+			.num_sge = 1,
+			.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD,
+			.send_flags = IBV_SEND_SIGNALED,
+			.wr.atomic = {.remote_addr = (uintptr_t)target, .compare_add = 2,
+				      .rkey = dmr->rkey},
+		}, *bad;
+		struct ibv_wc wc;
+		if (ibv_post_send(a, &wr, &bad))
+			FAIL("post FETCH_ADD");
+		while (ibv_poll_cq(cq, 1, &wc) == 0)
+			;
+		if (wc.status != IBV_WC_SUCCESS || *old != (i ? 1000u : 40u) ||
+		    *target != (i ? 1002u : 42u))
+			FAIL("FETCH_ADD %d: %s, old %lu, now %lu", i, ibv_wc_status_str(wc.status),
+			     (unsigned long)*old, (unsigned long)*target);
+	}
+
+	/* A second region inside the first shares its pages, and outlives it. */
+	struct ibv_mr *inner = ibv_reg_mr(pd, dst + 4096 - 200, 8192, ACCESS);
+	if (!inner || shared_mappings() != 3)
+		FAIL("a region inside: %d shared", shared_mappings());
+	if (ibv_dereg_mr(dmr))
+		FAIL("ibv_dereg_mr");
+	fill(src, SIZE, 13);
+	write_and_read(a, src, smr, dst + 4096 - 200, inner, back, bmr, 8192, "inner region");
+	if (ibv_dereg_mr(inner))
+		FAIL("ibv_dereg_mr");
+
+	/* Registered again, over pages moved before: not shared, still right. */
+	dmr = ibv_reg_mr(pd, dst, SIZE, ACCESS);
+	if (!dmr)
+		FAIL("ibv_reg_mr again");
+	fill(src, SIZE, 17);
+	write_and_read(a, src, smr, dst, dmr, back, bmr, SIZE, "registered again");
+
+	/* On the stack: never shared. */
+	unsigned char stack[2 * 4096 + 512];
+	struct ibv_mr *stmr = ibv_reg_mr(pd, stack, sizeof(stack), ACCESS);
+	if (!stmr)
+		FAIL("ibv_reg_mr on the stack");
+	write_and_read(a, src, smr, stack, stmr, back, bmr, sizeof(stack), "stack");
+	ibv_dereg_mr(stmr);
+	ibv_dereg_mr(dmr);
+	ibv_dereg_mr(smr);
+	ibv_dereg_mr(bmr);
+	printf("shared_mr: ok\n");
+	return 0;
+}
