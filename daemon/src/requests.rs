@@ -374,7 +374,15 @@ impl Daemon {
                     o.mrs.insert(key, len);
                     if let Some(pages) = shared {
                         match map_shared(&ctx.peer, (addr, len), pages) {
-                            Ok(map) => engine.memory_mut().share(ctx.space, key, pages.addr, map),
+                            Ok(map) => {
+                                tracing::debug!(
+                                    pid = ctx.peer.pid(),
+                                    key,
+                                    len = pages.len,
+                                    "pages shared"
+                                );
+                                engine.memory_mut().share(ctx.space, key, pages.addr, map);
+                            }
                             // The region works without: through system calls.
                             Err(e) => {
                                 tracing::info!(pid = ctx.peer.pid(), %e, "shared pages refused")
