@@ -132,21 +132,16 @@ fn pages(w: &Window, start: u64, end: u64) -> SharedPages {
 /// private anonymous memory that is readable and writable (no file, no stack).
 fn private_anonymous(maps: &str, mut start: u64, end: u64) -> bool {
     for line in maps.lines() {
-        let fields: Vec<&str> = line.split_ascii_whitespace().collect();
-        let Some((from, to)) = fields.first().and_then(|r| r.split_once('-')) else {
-            continue;
-        };
-        let (Ok(from), Ok(to)) = (u64::from_str_radix(from, 16), u64::from_str_radix(to, 16))
-        else {
+        let Some((from, to, perms, rest)) = softrnic_sys::maps_line(line) else {
             continue;
         };
         if to <= start {
             continue;
         }
-        let anonymous = fields.get(4) == Some(&"0")
-            && matches!(fields.get(5), None | Some(&"[heap]"))
-            && fields.len() <= 6;
-        if from > start || fields.get(1) != Some(&"rw-p") || !anonymous {
+        // Offset, device, inode, and a path only for the heap.
+        let rest: Vec<&str> = rest.collect();
+        let anonymous = rest.get(2) == Some(&"0") && matches!(rest.get(3..), Some([] | ["[heap]"]));
+        if from > start || perms != "rw-p" || !anonymous {
             return false;
         }
         start = to;

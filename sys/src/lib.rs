@@ -26,7 +26,7 @@ pub use netlink::*;
 pub use netns::*;
 pub use notify::*;
 pub use packet::*;
-pub use peer::Peer;
+pub use peer::{Peer, maps_line};
 pub use process::*;
 
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {

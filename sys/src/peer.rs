@@ -213,15 +213,7 @@ impl Peer {
 /// readable and, if `write`, writable.
 fn covered(maps: &str, mut addr: u64, end: u64, write: bool) -> bool {
     for line in maps.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
-            continue;
-        };
-        let Some((from, to)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(from), Ok(to)) = (u64::from_str_radix(from, 16), u64::from_str_radix(to, 16))
-        else {
+        let Some((from, to, perms, _)) = maps_line(line) else {
             continue;
         };
         if to <= addr {
@@ -237,6 +229,17 @@ fn covered(maps: &str, mut addr: u64, end: u64, write: bool) -> bool {
         }
     }
     false
+}
+
+/// One line of a `/proc/PID/maps` text: its range, its permissions, and its other fields
+/// (offset, device, inode, path).
+pub fn maps_line(line: &str) -> Option<(u64, u64, &str, std::str::SplitAsciiWhitespace<'_>)> {
+    let mut fields = line.split_ascii_whitespace();
+    let (from, to) = fields.next()?.split_once('-')?;
+    let perms = fields.next()?;
+    let from = u64::from_str_radix(from, 16).ok()?;
+    let to = u64::from_str_radix(to, 16).ok()?;
+    Some((from, to, perms, fields))
 }
 
 /// `addr + done` as a file offset of `/proc/PID/mem`.
