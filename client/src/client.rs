@@ -15,7 +15,7 @@ use softrnic_emu_core::{
 };
 
 use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
-use crate::share::Windows;
+use crate::share::{self, Registrations};
 use crate::shm::{Notices, Region, Ring, RingInfo};
 use crate::slot;
 use softrnic_sys as sys;
@@ -182,8 +182,8 @@ pub struct Client {
     lost: bool,
     /// Empty polls since the daemon was last seen to be there.
     idle_polls: u32,
-    /// Registered pages shared with the daemon.
-    windows: Windows,
+    /// Its memory registrations, some with pages shared with the daemon.
+    regs: Registrations,
 }
 
 fn unexpected(r: Reply) -> Error {
@@ -228,7 +228,7 @@ impl Client {
             slot: Vec::new(),
             lost: false,
             idle_polls: 0,
-            windows: Windows::from_env(),
+            regs: Registrations::new(),
         };
         match c.call(Request::Hello {
             version: proto::VERSION,
@@ -482,18 +482,16 @@ impl Client {
         iova: u64,
         access: Access,
     ) -> Result<u32> {
-        let shared = self.windows.offer(addr, len);
-        let key = self.handle(Request::RegMr {
-            pd,
-            addr,
-            len,
-            iova,
-            access,
-            shared,
-        });
-        self.windows
-            .registered(key.as_ref().ok().copied(), shared.as_ref());
-        key
+        share::register(self.regs.id(), (addr, len), |shared| {
+            self.handle(Request::RegMr {
+                pd,
+                addr,
+                len,
+                iova,
+                access,
+                shared,
+            })
+        })
     }
 
     /// `ibv_rereg_mr`: region `key` moves to PD `pd`, to `len` bytes at `addr`
@@ -505,24 +503,19 @@ impl Client {
         translation: Option<(u64, u64)>,
         access: Option<Access>,
     ) -> Result<()> {
-        self.ok(Request::ReregMr {
-            key,
-            pd,
-            translation,
-            access,
-        })?;
-        // The daemon maps new memory by address only.
-        if translation.is_some() {
-            self.windows.released(key);
-        }
-        Ok(())
+        share::reregister(self.regs.id(), key, translation, || {
+            self.ok(Request::ReregMr {
+                key,
+                pd,
+                translation,
+                access,
+            })
+        })
     }
 
     /// `ibv_dereg_mr`.
     pub fn dereg_mr(&mut self, key: u32) -> Result<()> {
-        self.release(Request::DeregMr(key))?;
-        self.windows.released(key);
-        Ok(())
+        share::deregister(self.regs.id(), key, || self.release(Request::DeregMr(key)))
     }
 
     /// `ibv_create_cq`.

@@ -8,7 +8,7 @@
 //!   contract of both sides.
 //! - [`client`]: a program's connection to the daemon, with its rings.
 //!
-//! - `share`: registered memory moved onto a memfd the daemon maps, where the program asks.
+//! - `share`: registered memory moved onto a memfd the daemon maps, where that is safe.
 //!
 //! `unsafe` is confined to [`shm`] and `share` (memory shared with another process).
 

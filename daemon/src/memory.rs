@@ -19,7 +19,7 @@
 //!   pass (before completions reach the rings). A read of bytes with a write pending writes
 //!   them first.
 //!
-//! Where the program shares a region's pages (`SOFTRNIC_SHARED_MR`, the client's `share`), the
+//! Where the program shares a region's pages (the client's `share`, `SOFTRNIC_SHARED_MR`), the
 //! daemon maps them ([`ProcessMemory::share`]) and reads and writes them in place, with no
 //! system call: such a write is made at once, after the collected ones (so the bytes of a
 //! message still land in order).

@@ -238,6 +238,36 @@ fn send_rate() {
     );
 }
 
+/// One 2-byte RDMA WRITE at a time, each to its completion: what the engine alone takes for
+/// a message on its own, the least any `ib_write_lat` through it can take.
+fn write_latency() {
+    let mut p = pair(1);
+    let src = p.dev.alloc(2);
+    let dst = p.dev.alloc(2);
+    let pd = p.pd;
+    let lkey = p.dev.engine().reg_mr(pd, src, 2, ALL).unwrap();
+    let rkey = p.dev.engine().reg_mr(pd, dst, 2, ALL).unwrap();
+    let make = |i: u64| SendWr {
+        wr_id: i,
+        op: SendOp::Write(Remote { addr: dst, rkey }),
+        sgl: vec![Sge {
+            addr: src,
+            length: 2,
+            lkey,
+        }],
+        flags: SendFlags::empty(),
+        ud: None,
+        xrc_srqn: None,
+    };
+    let warm = pump(&mut p, 20_000, 1, 1, &make, None);
+    let count = ((budget().as_secs_f64() / (warm / 20_000.0)) as u64).max(20_000);
+    let secs = pump(&mut p, count, 1, 1, &make, None);
+    println!(
+        "2-byte WRITE one at a time: {:.3} us each, post to completion ({count} writes)",
+        secs / count as f64 * 1e6
+    );
+}
+
 /// The same SEND rate beside `BENCH_IDLE_QPS` (default 100,000) connected QPs that carry
 /// nothing: timers are kept by deadline, so idle QPs should cost the busy pair nothing. Also
 /// the memory each idle QP takes and how fast they are created and connected.
@@ -325,11 +355,12 @@ fn per_qp_memory() {
 }
 
 fn main() {
-    // `BENCH_ONLY=write|send|memory|idle` runs one part, for profiling.
+    // `BENCH_ONLY=write|send|latency|memory|idle` runs one part, for profiling.
     let only = std::env::var("BENCH_ONLY").unwrap_or_default();
-    let parts: [(&str, fn()); 4] = [
+    let parts: [(&str, fn()); 5] = [
         ("write", write_throughput),
         ("send", send_rate),
+        ("latency", write_latency),
         ("memory", per_qp_memory),
         ("idle", idle_qps),
     ];

@@ -790,19 +790,23 @@ fn regions_are_named_by_the_iova_they_were_registered_with() {
     assert_eq!(text(&out.stdout), "iova: ok\n");
 }
 
-/// Registered memory shared with the daemon (`SOFTRNIC_SHARED_MR=1`): WRITE, READ and
-/// FETCH_ADD across the pages the daemon maps and the edges it reaches by system calls, a
-/// region inside another, regions over pages moved before and on the stack.
+/// Registered memory shared with the daemon, by default, with `SOFTRNIC_SHARED_MR=1` (also
+/// while another thread runs) and not at all with `=0`: WRITE, READ and FETCH_ADD across the
+/// pages the daemon maps and the edges it reaches by system calls, a region inside another,
+/// regions over pages moved before and on the stack, a child after fork.
 #[test]
 fn registered_memory_shared_with_the_daemon_moves_the_same_bytes() {
     let _serial = serial();
-    let exe = c_program("shared_mr", &["-libverbs"]);
+    let exe = c_program("shared_mr", &["-libverbs", "-lpthread"]);
     let host = Host::start("sharedmr", None, None);
-    let out = host
-        .program(&[exe.display().to_string()])
-        .env("SOFTRNIC_SHARED_MR", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "shared_mr: ok\n");
+    for mode in [None, Some("1"), Some("0")] {
+        let mut program = host.program(&[exe.display().to_string()]);
+        match mode {
+            Some(m) => program.env("SOFTRNIC_SHARED_MR", m),
+            None => program.env_remove("SOFTRNIC_SHARED_MR"),
+        };
+        let out = program.output().unwrap();
+        assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "shared_mr: ok\n");
+    }
 }

@@ -1,11 +1,16 @@
-/* Registered memory shared with the daemon (run with SOFTRNIC_SHARED_MR=1): two RC QPs of one
- * device, connected to each other, WRITE, READ and FETCH_ADD between regions that start and end
- * mid-page, so that each message lands partly in pages the daemon maps and partly in bytes it
- * reaches with system calls. Also: a second region inside the first shares its pages and
- * outlives it; a region registered again after both are gone, and one on the stack (neither
- * shared), still move the right bytes. Prints "shared_mr: ok", or what went wrong and exits 1. */
+/* Registered memory shared with the daemon: two RC QPs of one device, connected to each other,
+ * WRITE, READ and FETCH_ADD between regions that start and end mid-page, so that each message
+ * lands partly in pages the daemon maps and partly in bytes it reaches with system calls. Also:
+ * a second region inside the first shares its pages and outlives it; the pages move back when
+ * their last region goes, and again when registered again; a region on the stack is not shared;
+ * a child after fork gets its own copy; a region registered while another thread runs is shared
+ * only with SOFTRNIC_SHARED_MR=1, and none is with SOFTRNIC_SHARED_MR=0. Prints "shared_mr: ok",
+ * or what went wrong and exits 1. */
 #define PROGRAM "shared_mr"
 #include "loopback.h"
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 enum { SIZE = 3 * 4096 + 1000, ACCESS = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC };
@@ -21,6 +26,25 @@ static int shared_mappings(void)
 	if (f)
 		fclose(f);
 	return n;
+}
+
+/* How many of `n` moved mappings there should be: none with SOFTRNIC_SHARED_MR=0. */
+static int never, always;
+static int want(int n)
+{
+	return never ? 0 : n;
+}
+
+static void expect_shared(int n, const char *what)
+{
+	if (shared_mappings() != want(n))
+		FAIL("%s: %d regions' pages shared, want %d", what, shared_mappings(), want(n));
+}
+
+static void *blocked(void *fd)
+{
+	char c;
+	return (void *)(intptr_t)read(*(int *)fd, &c, 1);
 }
 
 static void fill(unsigned char *p, int len, int seed)
@@ -48,6 +72,9 @@ static void write_and_read(struct ibv_qp *qp, unsigned char *src, struct ibv_mr 
 
 int main(void)
 {
+	const char *mode = getenv("SOFTRNIC_SHARED_MR");
+	never = mode && !strcmp(mode, "0");
+	always = mode && !strcmp(mode, "1");
 	struct ibv_qp *a, *b;
 	struct ibv_pd *pd = loopback(&a, &b);
 	struct ibv_qp_attr atomics = {.qp_access_flags = ACCESS};
@@ -64,8 +91,7 @@ int main(void)
 	struct ibv_mr *bmr = ibv_reg_mr(pd, back, SIZE, ACCESS);
 	if (!smr || !dmr || !bmr)
 		FAIL("ibv_reg_mr");
-	if (shared_mappings() != 3)
-		FAIL("%d regions' pages shared, want 3 (SOFTRNIC_SHARED_MR=1?)", shared_mappings());
+	expect_shared(3, "three regions");
 	if (memcmp(src, (unsigned char[]){7, 14, 21}, 3))
 		FAIL("registering changed the bytes");
 
@@ -102,21 +128,58 @@ int main(void)
 
 	/* A second region inside the first shares its pages, and outlives it. */
 	struct ibv_mr *inner = ibv_reg_mr(pd, dst + 4096 - 200, 8192, ACCESS);
-	if (!inner || shared_mappings() != 3)
-		FAIL("a region inside: %d shared", shared_mappings());
+	if (!inner)
+		FAIL("ibv_reg_mr inside");
+	expect_shared(3, "a region inside");
 	if (ibv_dereg_mr(dmr))
 		FAIL("ibv_dereg_mr");
 	fill(src, SIZE, 13);
 	write_and_read(a, src, smr, dst + 4096 - 200, inner, back, bmr, 8192, "inner region");
 	if (ibv_dereg_mr(inner))
 		FAIL("ibv_dereg_mr");
+	expect_shared(2, "its last region gone");
+	if (memcmp(dst + 4096 - 200, src, 8192))
+		FAIL("the pages moved back lost their bytes");
 
-	/* Registered again, over pages moved before: not shared, still right. */
+	/* Registered again: moved again. */
 	dmr = ibv_reg_mr(pd, dst, SIZE, ACCESS);
 	if (!dmr)
 		FAIL("ibv_reg_mr again");
+	expect_shared(3, "registered again");
 	fill(src, SIZE, 17);
 	write_and_read(a, src, smr, dst, dmr, back, bmr, SIZE, "registered again");
+
+	/* A child gets a copy: its stores stay its own, and it has no pages of the daemon's. */
+	pid_t child = fork();
+	if (child == 0) {
+		int ok = shared_mappings() == 0 && !memcmp(dst, src, SIZE);
+		dst[4096] ^= 0xff;
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
+	    WEXITSTATUS(status) != 0)
+		FAIL("the child's copy after fork (status %d)", status);
+	if (memcmp(dst, src, SIZE))
+		FAIL("a child's store reached its parent's memory");
+	expect_shared(3, "after fork");
+	fill(src, SIZE, 19);
+	write_and_read(a, src, smr, dst, dmr, back, bmr, SIZE, "after fork");
+
+	/* Another thread: moved only when the program asks for it. */
+	int pipefd[2];
+	pthread_t other;
+	if (pipe(pipefd) || pthread_create(&other, NULL, blocked, &pipefd[0]))
+		FAIL("a thread");
+	unsigned char *threaded = aligned_alloc(4096, 2 * 4096);
+	struct ibv_mr *tmr = ibv_reg_mr(pd, threaded, 2 * 4096, ACCESS);
+	if (!tmr)
+		FAIL("ibv_reg_mr with a thread");
+	expect_shared(always ? 4 : 3, "with another thread");
+	write_and_read(a, src, smr, threaded, tmr, back, bmr, 2 * 4096, "with another thread");
+	ibv_dereg_mr(tmr);
+	close(pipefd[1]);
+	pthread_join(other, NULL);
 
 	/* On the stack: never shared. */
 	unsigned char stack[2 * 4096 + 512];
@@ -124,10 +187,12 @@ int main(void)
 	if (!stmr)
 		FAIL("ibv_reg_mr on the stack");
 	write_and_read(a, src, smr, stack, stmr, back, bmr, sizeof(stack), "stack");
+	expect_shared(3, "on the stack");
 	ibv_dereg_mr(stmr);
 	ibv_dereg_mr(dmr);
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(bmr);
+	expect_shared(0, "all gone");
 	printf("shared_mr: ok\n");
 	return 0;
 }
