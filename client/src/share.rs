@@ -644,6 +644,24 @@ mod tests {
     }
 
     #[test]
+    fn a_region_given_new_memory_lets_its_old_pages_go() {
+        let mut s = Shares::new();
+        let (old, new) = (Memory::new(), Memory::new());
+        let p = s.offer(Policy::Always, old.base(), 2 * PAGE).unwrap();
+        s.registered((1, 1), (p.addr, p.len), Some(&p));
+        // `ibv_rereg_mr` with a translation: the daemon reaches the new range by system calls.
+        s.registered((1, 1), (new.base(), PAGE), None);
+        s.settle(Policy::Always);
+        assert!(s.windows.is_empty());
+        assert!(private_anonymous_at(&own_maps(), p.addr, p.addr + p.len));
+        assert!(
+            s.offer(Policy::Always, new.base(), PAGE).is_none(),
+            "reached by calls"
+        );
+        assert_eq!(old.get(PAGE as usize + 7), byte(4096 + 7));
+    }
+
+    #[test]
     fn nothing_moves_when_never_with_other_threads_or_without_a_whole_page() {
         let mut s = Shares::new();
         let buf = vec![0u8; 3 * PAGE as usize];
