@@ -15,8 +15,9 @@ macro_rules! cstr {
 }
 
 exported! {
-    /// `ibv_fork_init`: nothing to prepare; the daemon reads memory by address, and pages
-    /// copied on write after a fork stay this process's.
+    /// `ibv_fork_init`: nothing to prepare; the daemon reads memory by address, pages copied
+    /// on write after a fork stay this process's, and a child makes its copy of pages shared
+    /// with the daemon its own (the client's `share`).
     fn ibv_fork_init() -> c_int {
         0
     }
