@@ -379,17 +379,21 @@ unsafe fn replace_with_copy((start, len): (u64, u64), fd: Option<&OwnedFd>) -> i
         Some(fd) => (libc::MAP_SHARED, fd.as_raw_fd()),
         None => (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1),
     };
+    // The calls are made as bare system calls: a library that watches the program's memory
+    // by interposing mmap and mremap (libfabric's and UCX's registration caches do) would take
+    // the move for an unmap of the registered range, though its bytes stay where they were.
     // SAFETY: a fresh mapping of `len` bytes where the kernel chooses.
     let copy = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
+        libc::syscall(
+            libc::SYS_mmap,
+            0usize,
             len,
             libc::PROT_READ | libc::PROT_WRITE,
             flags,
             fd,
-            0,
+            0usize,
         )
-    };
+    } as *mut libc::c_void;
     if copy == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
@@ -398,18 +402,19 @@ unsafe fn replace_with_copy((start, len): (u64, u64), fd: Option<&OwnedFd>) -> i
     unsafe { std::ptr::copy_nonoverlapping(start as *const u8, copy.cast::<u8>(), len) };
     // SAFETY: the copy's mapping replaces the original pages at their addresses in one call.
     let moved = unsafe {
-        libc::mremap(
+        libc::syscall(
+            libc::SYS_mremap,
             copy,
             len,
             len,
             libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
-            start as *mut libc::c_void,
+            start as usize,
         )
     };
-    if moved == libc::MAP_FAILED {
+    if moved == -1 {
         let e = io::Error::last_os_error();
         // SAFETY: the copy's mapping is still where mmap put it, and nothing uses it.
-        unsafe { libc::munmap(copy, len) };
+        unsafe { libc::syscall(libc::SYS_munmap, copy, len) };
         return Err(e);
     }
     Ok(())

@@ -4,11 +4,15 @@
  * a second region inside the first shares its pages and outlives it; the pages move back when
  * their last region goes, and again when registered again; a region on the stack is not shared;
  * a child after fork gets its own copy; a region registered while another thread runs is shared
- * only with SOFTRNIC_SHARED_MR=1, and none is with SOFTRNIC_SHARED_MR=0. Prints "shared_mr: ok",
- * or what went wrong and exits 1. */
+ * only with SOFTRNIC_SHARED_MR=1, and none is with SOFTRNIC_SHARED_MR=0. A library that watches
+ * the program's memory by interposing mmap and mremap (libfabric's memhooks) sees none of it.
+ * Prints "shared_mr: ok", or what went wrong and exits 1. */
 #define PROGRAM "shared_mr"
 #include "loopback.h"
 #include <pthread.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,6 +30,26 @@ static int shared_mappings(void)
 	if (f)
 		fclose(f);
 	return n;
+}
+
+/* mmap and mremap as a memory monitor interposes them: the calls other libraries make through
+ * them, while `watching`, are counted. */
+static int watching, watched;
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	watched += watching;
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+void *mremap(void *old, size_t old_len, size_t len, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	void *to = va_arg(ap, void *);
+	va_end(ap);
+	watched += watching;
+	return (void *)syscall(SYS_mremap, old, old_len, len, flags, to);
 }
 
 /* How many of `n` moved mappings there should be: none with SOFTRNIC_SHARED_MR=0. */
@@ -80,6 +104,7 @@ int main(void)
 	struct ibv_qp_attr atomics = {.qp_access_flags = ACCESS};
 	if (ibv_modify_qp(b, &atomics, IBV_QP_ACCESS_FLAGS))
 		FAIL("allow atomics");
+	watching = 1;
 
 	/* Mid-page starts: each region has whole pages in its middle, and edges. */
 	unsigned char *src = (unsigned char *)aligned_alloc(4096, SIZE + 4096) + 100;
@@ -193,6 +218,8 @@ int main(void)
 	ibv_dereg_mr(smr);
 	ibv_dereg_mr(bmr);
 	expect_shared(0, "all gone");
+	if (watched)
+		FAIL("a memory monitor saw %d mmap or mremap calls", watched);
 	printf("shared_mr: ok\n");
 	return 0;
 }
