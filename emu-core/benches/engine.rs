@@ -81,6 +81,18 @@ fn connect(dev: &mut Device<Loopback>, a: u32, b: u32) {
     dev.connect(b, &ea).unwrap();
 }
 
+/// An unsignaled work request `op` of one gather element (`pump` sets the signal).
+fn one_sge_wr(wr_id: u64, op: SendOp, addr: u64, length: u32, lkey: u32) -> SendWr {
+    SendWr {
+        wr_id,
+        op,
+        sgl: vec![Sge { addr, length, lkey }],
+        flags: SendFlags::empty(),
+        ud: None,
+        xrc_srqn: None,
+    }
+}
+
 /// Posts `wr` for `count` messages, keeping `depth` outstanding and signaling every
 /// `signal_every`th; returns the seconds taken. `before_send` posts what the receiver needs.
 fn pump(
@@ -130,17 +142,14 @@ fn write_throughput() {
     let pd = p.pd;
     let lkey = p.dev.engine().reg_mr(pd, src, LEN as u64, ALL).unwrap();
     let rkey = p.dev.engine().reg_mr(pd, dst, LEN as u64, ALL).unwrap();
-    let make = |i: u64| SendWr {
-        wr_id: i,
-        op: SendOp::Write(Remote { addr: dst, rkey }),
-        sgl: vec![Sge {
-            addr: src,
-            length: LEN as u32,
+    let make = |i: u64| {
+        one_sge_wr(
+            i,
+            SendOp::Write(Remote { addr: dst, rkey }),
+            src,
+            LEN as u32,
             lkey,
-        }],
-        flags: SendFlags::empty(),
-        ud: None,
-        xrc_srqn: None,
+        )
     };
     // Warm up, then size the run to the budget.
     let warm = pump(&mut p, 200, depth, 8, &make, None);
@@ -204,18 +213,7 @@ fn send_rate_of(p: &mut Pair) -> (u64, f64) {
     let pd = p.pd;
     let lkey = p.dev.engine().reg_mr(pd, src, 8, ALL).unwrap();
     let rkey = p.dev.engine().reg_mr(pd, dst, 8 * 1024, ALL).unwrap();
-    let make = |i: u64| SendWr {
-        wr_id: i,
-        op: SendOp::Send,
-        sgl: vec![Sge {
-            addr: src,
-            length: 8,
-            lkey,
-        }],
-        flags: SendFlags::empty(),
-        ud: None,
-        xrc_srqn: None,
-    };
+    let make = |i: u64| one_sge_wr(i, SendOp::Send, src, 8, lkey);
     let recv = |i: u64| RecvWr {
         wr_id: i,
         sgl: vec![Sge {
@@ -247,18 +245,7 @@ fn write_latency() {
     let pd = p.pd;
     let lkey = p.dev.engine().reg_mr(pd, src, 2, ALL).unwrap();
     let rkey = p.dev.engine().reg_mr(pd, dst, 2, ALL).unwrap();
-    let make = |i: u64| SendWr {
-        wr_id: i,
-        op: SendOp::Write(Remote { addr: dst, rkey }),
-        sgl: vec![Sge {
-            addr: src,
-            length: 2,
-            lkey,
-        }],
-        flags: SendFlags::empty(),
-        ud: None,
-        xrc_srqn: None,
-    };
+    let make = |i: u64| one_sge_wr(i, SendOp::Write(Remote { addr: dst, rkey }), src, 2, lkey);
     let warm = pump(&mut p, 20_000, 1, 1, &make, None);
     let count = ((budget().as_secs_f64() / (warm / 20_000.0)) as u64).max(20_000);
     let secs = pump(&mut p, count, 1, 1, &make, None);
