@@ -29,10 +29,10 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
 use std::sync::{Arc, MutexGuard};
 use std::time::Instant as StdInstant;
 
+use crossbeam_channel::Receiver;
 use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant};
 use softrnic_wire::EthernetAddress;
 

@@ -9,10 +9,10 @@
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant as StdInstant};
 
+use crossbeam_channel::{Receiver, Sender};
 use softrnic_emu_core::{Instant, MAX_FRAME};
 use softrnic_sys as sys;
 
@@ -154,7 +154,7 @@ impl Shared {
     /// For `workers` workers (at least one): the state, and each worker's inbox.
     pub fn new(workers: usize) -> std::io::Result<(Shared, Vec<Receiver<Frames>>)> {
         let (inboxes, receivers) = (0..workers.max(1))
-            .map(|_| std::sync::mpsc::channel())
+            .map(|_| crossbeam_channel::unbounded())
             .unzip();
         let shared = Shared {
             devices: RwLock::default(),
