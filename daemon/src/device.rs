@@ -175,53 +175,57 @@ impl Device {
     /// Sends what the engine has (everything, or only its responses): onto the wire, or for a
     /// device of this daemon (found by MAC) into `frames`. A frame is built straight into the
     /// link's buffer, and only a same-host one is copied (into `frames`); a device with no
-    /// wire builds into `buf`. Whether it sent any.
+    /// wire builds its frames in `frames` itself. Whether it sent any.
     pub fn transmit(
         &mut self,
         d: usize,
         which: Outgoing,
         out: &Out,
-        buf: &mut [u8],
         taps: &mut Vec<Tap>,
         frames: &mut Frames,
     ) -> bool {
         let engine = &mut self.engine;
         engine.memory_mut().flush();
-        // The next frame, built into `buf`: its length and whether it goes on the wire, or
+        // The next frame, built into `buf` (and tapped while a capture runs): its length, or
         // `None` when the engine has nothing more.
-        let mut next = |buf: &mut [u8]| -> Option<(usize, bool)> {
+        let mut produce = |buf: &mut [u8]| -> Option<usize> {
             let n = match which {
                 Outgoing::All => engine.poll_transmit(out.now, buf),
                 Outgoing::Responses => engine.poll_response(out.now, buf),
             }?;
-            let frame = &buf[..n];
             if out.capturing {
-                taps.push(Tap::now(d, true, frame));
+                taps.push(Tap::now(d, true, &buf[..n]));
             }
-            if is_group(frame) {
-                // Multicast goes to the wire and, as the kernel loops it back to local
-                // members, to every device of this daemon, this one included.
-                for to in (0..out.macs.len()).filter(|&to| out.macs[to].is_some()) {
-                    frames.push(to, frame);
-                }
-                return Some((n, true));
-            }
-            let dst = &frame[..6];
-            match out.macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
-                // Same-host traffic never touches the wire.
-                Some(to) => {
-                    frames.push(to, frame);
-                    Some((n, false))
-                }
-                None => Some((n, true)),
-            }
+            Some(n)
         };
         let Some(link) = self.wire.link() else {
             let mut any = false;
-            while next(buf).is_some() {
+            while let Some(n) = frames.build(&mut produce) {
                 any = true;
+                match route(frames.built(n), out.macs) {
+                    Route::Group(to) => frames.keep_for(to, n),
+                    Route::Host(to) => frames.keep(to, n),
+                    // No wire: a frame for no device of this daemon goes nowhere.
+                    Route::Wire => {}
+                }
             }
             return any;
+        };
+        // The next frame, built into `buf`: its length and whether it goes on the wire.
+        let mut next = |buf: &mut [u8]| -> Option<(usize, bool)> {
+            let n = produce(buf)?;
+            Some(match route(&buf[..n], out.macs) {
+                Route::Group(to) => {
+                    to.for_each(|to| frames.push(to, &buf[..n]));
+                    (n, true)
+                }
+                // Same-host traffic never touches the wire.
+                Route::Host(to) => {
+                    frames.push(to, &buf[..n]);
+                    (n, false)
+                }
+                Route::Wire => (n, true),
+            })
         };
         let mut any = false;
         let mut full = 0;
@@ -355,6 +359,29 @@ impl Device {
 /// destination.
 fn is_group(frame: &[u8]) -> bool {
     frame.first().is_some_and(|b| b & 1 != 0)
+}
+
+/// Where a frame goes: a device of this daemon (found by its MAC in `macs`), the wire, or, for
+/// a multicast frame, the wire and every device of this daemon (this one included), as the
+/// kernel loops multicast back to local members.
+enum Route<I> {
+    Group(I),
+    Host(usize),
+    Wire,
+}
+
+fn route<'m>(
+    frame: &[u8],
+    macs: &'m [Option<[u8; 6]>],
+) -> Route<impl Iterator<Item = usize> + use<'m>> {
+    if is_group(frame) {
+        return Route::Group((0..macs.len()).filter(|&to| macs[to].is_some()));
+    }
+    let dst = &frame[..6];
+    match macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
+        Some(to) => Route::Host(to),
+        None => Route::Wire,
+    }
 }
 
 /// How many times the engine's next frame waits for room in a full transmit ring (each try

@@ -5,7 +5,7 @@
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use softrnic_client::proto::DeviceInfo;
-use softrnic_emu_core::Gid;
+use softrnic_emu_core::{Gid, MAX_FRAME};
 
 /// A frame seen while a capture runs.
 pub(crate) struct Tap {
@@ -83,17 +83,64 @@ impl Switch {
 }
 
 /// Same-host frames: their bytes back to back, and (device, start, length) of each. Kept
-/// between passes to reuse the allocations.
+/// between passes to reuse the allocations. A frame of a device with no wire is built here in
+/// place ([`Frames::build`]), so it is never copied on its way to the engine that takes it.
 #[derive(Default)]
 pub(crate) struct Frames {
+    /// The frames in `bytes[..used]`; the rest is room already initialised, so building a
+    /// frame in it writes only the frame.
     bytes: Vec<u8>,
+    used: usize,
     frames: Vec<(usize, usize, usize)>,
 }
 
 impl Frames {
+    /// Room for `len` more bytes after the frames.
+    fn room(&mut self, len: usize) -> &mut [u8] {
+        let end = self.used + len;
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        &mut self.bytes[self.used..end]
+    }
+
+    /// A copy of `frame`, for device `to`.
     pub fn push(&mut self, to: usize, frame: &[u8]) {
-        self.frames.push((to, self.bytes.len(), frame.len()));
-        self.bytes.extend_from_slice(frame);
+        self.room(frame.len()).copy_from_slice(frame);
+        self.keep(to, frame.len());
+    }
+
+    /// Builds a frame in place with `fill` (which writes it into room for the largest frame
+    /// and says how long it is, or `None` for no frame). The frame, until [`Frames::keep`]
+    /// keeps it, is [`Frames::built`]; whatever is not kept is overwritten by the next.
+    pub fn build(&mut self, fill: impl FnOnce(&mut [u8]) -> Option<usize>) -> Option<usize> {
+        fill(self.room(MAX_FRAME))
+    }
+
+    /// The frame [`Frames::build`] made, `len` bytes long.
+    pub fn built(&self, len: usize) -> &[u8] {
+        &self.bytes[self.used..self.used + len]
+    }
+
+    /// Keeps the frame built (or copied) last, `len` bytes long, for device `to`.
+    pub fn keep(&mut self, to: usize, len: usize) {
+        self.frames.push((to, self.used, len));
+        self.used += len;
+    }
+
+    /// Keeps the frame built last, `len` bytes long, for every device of `to` (a multicast
+    /// frame): the first takes it in place, the others copies.
+    pub fn keep_for(&mut self, mut to: impl Iterator<Item = usize>, len: usize) {
+        let Some(first) = to.next() else {
+            return;
+        };
+        let start = self.used;
+        self.keep(first, len);
+        for d in to {
+            self.room(len);
+            self.bytes.copy_within(start..start + len, self.used);
+            self.keep(d, len);
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -108,7 +155,42 @@ impl Frames {
     }
 
     pub fn clear(&mut self) {
-        self.bytes.clear();
+        self.used = 0;
         self.frames.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_built_in_place_copied_and_multicast_keep_their_bytes() {
+        let mut f = Frames::default();
+        f.push(3, b"copied");
+        // A frame built and not kept is overwritten by the next.
+        assert_eq!(f.build(|room| Some(room.len())), Some(MAX_FRAME));
+        let n = f.build(|room| {
+            room[..5].copy_from_slice(b"built");
+            Some(5)
+        });
+        assert_eq!(f.built(5), b"built");
+        f.keep(1, n.unwrap());
+        assert_eq!(f.build(|_| None), None);
+        let n = f
+            .build(|room| {
+                room[..5].copy_from_slice(b"group");
+                Some(5)
+            })
+            .unwrap();
+        f.keep_for([0, 2].into_iter(), n);
+        let got: Vec<_> = f.iter().map(|(to, b)| (to, b.to_vec())).collect();
+        let want = [(3, "copied"), (1, "built"), (0, "group"), (2, "group")]
+            .map(|(to, b)| (to, b.as_bytes().to_vec()));
+        assert_eq!(got, want);
+        f.clear();
+        assert!(f.is_empty());
+        f.push(4, b"again");
+        assert_eq!(f.iter().collect::<Vec<_>>(), [(4, &b"again"[..])]);
     }
 }

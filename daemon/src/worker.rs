@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant as StdInstant};
 
 use crossbeam_channel::{Receiver, Sender};
-use softrnic_emu_core::{Instant, MAX_FRAME};
+use softrnic_emu_core::Instant;
 use softrnic_sys as sys;
 
 use crate::device::{Device, Out, Outgoing};
@@ -209,11 +209,9 @@ impl Shared {
     }
 }
 
-/// A pass's scratch space, kept between passes to reuse its allocations: the frame being
-/// built, same-host frames (for the pass's devices, then for each worker's), each device's
+/// A pass's scratch space, kept between passes to reuse its allocations: same-host frames (for the pass's devices, then for each worker's), each device's
 /// MAC, captured frames.
 pub(crate) struct Pass {
-    buf: Vec<u8>,
     frames: Frames,
     away: Vec<Frames>,
     macs: Vec<Option<[u8; 6]>>,
@@ -223,7 +221,6 @@ pub(crate) struct Pass {
 impl Pass {
     pub fn new(shared: &Shared) -> Pass {
         Pass {
-            buf: vec![0; MAX_FRAME],
             frames: Frames::default(),
             away: (0..shared.workers()).map(|_| Frames::default()).collect(),
             macs: Vec::new(),
@@ -266,15 +263,14 @@ impl Pass {
             any |= self.deliver(shared, &out, devices);
         }
         for (d, dev) in devices.iter_mut() {
-            let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
-            any |= dev.transmit(*d, Outgoing::All, &out, buf, taps, frames);
+            any |= dev.transmit(*d, Outgoing::All, &out, &mut self.taps, &mut self.frames);
         }
         // Responses do not call for responses: the second round of deliveries is the last.
         while self.deliver(shared, &out, devices) {
             any = true;
             for (d, dev) in devices.iter_mut() {
-                let (buf, taps, frames) = (&mut self.buf, &mut self.taps, &mut self.frames);
-                dev.transmit(*d, Outgoing::Responses, &out, buf, taps, frames);
+                let (taps, frames) = (&mut self.taps, &mut self.frames);
+                dev.transmit(*d, Outgoing::Responses, &out, taps, frames);
             }
         }
         for (w, batch) in self.away.iter_mut().enumerate() {
