@@ -282,19 +282,16 @@ impl Memory for ProcessMemory {
     }
 
     fn write(&mut self, space: Space, addr: u64, src: &[u8]) -> Result<(), Fault> {
-        if !self.procs.contains_key(&space) {
-            return Err(Fault);
-        }
+        let proc = self.procs.get(&space).ok_or(Fault)?;
         for a in self.ahead.get_mut() {
             if a.overlaps(space, addr, src.len()) {
                 a.valid = false;
             }
         }
-        if self.procs[&space].window(addr, src.len()).is_some() {
+        if let Some((map, at)) = proc.window(addr, src.len()) {
             // After the writes collected before it (a program that watches a message's last
             // byte must find the bytes before it there).
-            self.flush();
-            let (map, at) = self.procs[&space].window(addr, src.len()).expect("found");
+            self.flush_all();
             map.write_at(at, src);
             return Ok(());
         }
