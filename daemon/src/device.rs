@@ -142,13 +142,10 @@ impl Device {
             switch.set(d, &self.info);
             any = true;
         }
-        // A frame of a device with no wire reaches only engines of this daemon (which take it
-        // as trusted): its ICRC is computed only while a capture can show it.
-        let local_only = matches!(self.wire, Wire::Local) && !out.capturing;
-        self.engine.set_icrc(if local_only {
-            Icrc::Skip
-        } else {
+        self.engine.set_icrc(if self.seals(out) {
             Icrc::Compute
+        } else {
+            Icrc::Skip
         });
         let engine = &mut self.engine;
         if let Some(link) = self.wire.link() {
@@ -184,6 +181,7 @@ impl Device {
         taps: &mut Vec<Tap>,
         frames: &mut Frames,
     ) -> bool {
+        let sealed = self.seals(out);
         let engine = &mut self.engine;
         engine.memory_mut().flush();
         // The next frame, built into `buf` (and tapped while a capture runs): its length, or
@@ -203,8 +201,8 @@ impl Device {
             while let Some(n) = frames.build(&mut produce) {
                 any = true;
                 match route(frames.built(n), out.macs) {
-                    Route::Group(to) => frames.keep_for(to, n),
-                    Route::Host(to) => frames.keep(to, n),
+                    Route::Group(to) => frames.keep_for(to, n, sealed),
+                    Route::Host(to) => frames.keep(to, n, sealed),
                     // No wire: a frame for no device of this daemon goes nowhere.
                     Route::Wire => {}
                 }
@@ -216,12 +214,12 @@ impl Device {
             let n = produce(buf)?;
             Some(match route(&buf[..n], out.macs) {
                 Route::Group(to) => {
-                    to.for_each(|to| frames.push(to, &buf[..n]));
+                    to.for_each(|to| frames.push(to, &buf[..n], sealed));
                     (n, true)
                 }
                 // Same-host traffic never touches the wire.
                 Route::Host(to) => {
-                    frames.push(to, &buf[..n]);
+                    frames.push(to, &buf[..n], sealed);
                     (n, false)
                 }
                 Route::Wire => (n, true),
@@ -253,6 +251,13 @@ impl Device {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Whether the frames its engine builds in this pass carry their ICRC. Those of a device
+    /// with no wire reach only engines of this daemon (which take them as trusted): their
+    /// ICRC is computed only while a capture can show them.
+    fn seals(&self, out: &Out) -> bool {
+        !matches!(self.wire, Wire::Local) || out.capturing
     }
 
     /// The end of a pass: the wire's queued frames go, and the collected writes are made.

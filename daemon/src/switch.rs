@@ -30,6 +30,18 @@ impl Tap {
             data: data.to_vec(),
         }
     }
+
+    /// Same-host frame `data` reaching `device` now. Built without its ICRC (`sealed` false:
+    /// no capture ran when its device sent it), it gets it here: a capture shows frames as a
+    /// wire would carry them.
+    pub fn arriving(device: usize, data: &[u8], sealed: bool) -> Tap {
+        let mut tap = Tap::now(device, false, data);
+        if !sealed {
+            // A frame an engine built parses; were it not to, it is shown as it came.
+            let _ = softrnic_wire::seal_icrc(&mut tap.data);
+        }
+        tap
+    }
 }
 
 /// A device's MAC and GIDs.
@@ -82,8 +94,8 @@ impl Switch {
     }
 }
 
-/// Same-host frames: their bytes back to back, and (device, start, length) of each. Kept
-/// between passes to reuse the allocations. A frame of a device with no wire is built here in
+/// Same-host frames: their bytes back to back, and (device, start, length, sealed) of each,
+/// where sealed says it carries its ICRC. Kept between passes to reuse the allocations. A frame of a device with no wire is built here in
 /// place ([`Frames::build`]), so it is never copied on its way to the engine that takes it.
 #[derive(Default)]
 pub(crate) struct Frames {
@@ -91,7 +103,7 @@ pub(crate) struct Frames {
     /// frame in it writes only the frame.
     bytes: Vec<u8>,
     used: usize,
-    frames: Vec<(usize, usize, usize)>,
+    frames: Vec<(usize, usize, usize, bool)>,
 }
 
 impl Frames {
@@ -105,9 +117,9 @@ impl Frames {
     }
 
     /// A copy of `frame`, for device `to`.
-    pub fn push(&mut self, to: usize, frame: &[u8]) {
+    pub fn push(&mut self, to: usize, frame: &[u8], sealed: bool) {
         self.room(frame.len()).copy_from_slice(frame);
-        self.keep(to, frame.len());
+        self.keep(to, frame.len(), sealed);
     }
 
     /// Builds a frame in place with `fill` (which writes it into room for the largest frame
@@ -123,23 +135,23 @@ impl Frames {
     }
 
     /// Keeps the frame built (or copied) last, `len` bytes long, for device `to`.
-    pub fn keep(&mut self, to: usize, len: usize) {
-        self.frames.push((to, self.used, len));
+    pub fn keep(&mut self, to: usize, len: usize, sealed: bool) {
+        self.frames.push((to, self.used, len, sealed));
         self.used += len;
     }
 
     /// Keeps the frame built last, `len` bytes long, for every device of `to` (a multicast
     /// frame): the first takes it in place, the others copies.
-    pub fn keep_for(&mut self, mut to: impl Iterator<Item = usize>, len: usize) {
+    pub fn keep_for(&mut self, mut to: impl Iterator<Item = usize>, len: usize, sealed: bool) {
         let Some(first) = to.next() else {
             return;
         };
         let start = self.used;
-        self.keep(first, len);
+        self.keep(first, len, sealed);
         for d in to {
             self.room(len);
             self.bytes.copy_within(start..start + len, self.used);
-            self.keep(d, len);
+            self.keep(d, len, sealed);
         }
     }
 
@@ -147,11 +159,11 @@ impl Frames {
         self.frames.is_empty()
     }
 
-    /// Each frame, with the device it is for.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8])> {
+    /// Each frame, with the device it is for and whether it carries its ICRC.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8], bool)> {
         self.frames
             .iter()
-            .map(|&(to, start, len)| (to, &self.bytes[start..start + len]))
+            .map(|&(to, start, len, sealed)| (to, &self.bytes[start..start + len], sealed))
     }
 
     pub fn clear(&mut self) {
@@ -163,11 +175,26 @@ impl Frames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use softrnic_wire::{Opcode, frame::parse, sample};
+
+    #[test]
+    fn a_frame_built_without_its_icrc_reaches_a_capture_with_it() {
+        let frame = sample::example(Opcode::RcWriteOnly, sample::Ip::V4, 7, 64).frame();
+        let mut unsealed = frame.clone();
+        let icrc = unsealed.len() - 4;
+        unsealed[icrc..].fill(0);
+        let tap = Tap::arriving(1, &unsealed, false);
+        assert_eq!((tap.device, tap.outbound), (1, false));
+        assert_eq!(tap.data, frame);
+        assert!(parse(&tap.data).is_ok());
+        // A frame that carries its ICRC is shown as it came, right or wrong.
+        assert_eq!(Tap::arriving(1, &unsealed, true).data, unsealed);
+    }
 
     #[test]
     fn frames_built_in_place_copied_and_multicast_keep_their_bytes() {
         let mut f = Frames::default();
-        f.push(3, b"copied");
+        f.push(3, b"copied", true);
         // A frame built and not kept is overwritten by the next.
         assert_eq!(f.build(|room| Some(room.len())), Some(MAX_FRAME));
         let n = f.build(|room| {
@@ -175,7 +202,7 @@ mod tests {
             Some(5)
         });
         assert_eq!(f.built(5), b"built");
-        f.keep(1, n.unwrap());
+        f.keep(1, n.unwrap(), false);
         assert_eq!(f.build(|_| None), None);
         let n = f
             .build(|room| {
@@ -183,14 +210,19 @@ mod tests {
                 Some(5)
             })
             .unwrap();
-        f.keep_for([0, 2].into_iter(), n);
-        let got: Vec<_> = f.iter().map(|(to, b)| (to, b.to_vec())).collect();
-        let want = [(3, "copied"), (1, "built"), (0, "group"), (2, "group")]
-            .map(|(to, b)| (to, b.as_bytes().to_vec()));
+        f.keep_for([0, 2].into_iter(), n, true);
+        let got: Vec<_> = f.iter().map(|(to, b, s)| (to, b.to_vec(), s)).collect();
+        let want = [
+            (3, "copied", true),
+            (1, "built", false),
+            (0, "group", true),
+            (2, "group", true),
+        ]
+        .map(|(to, b, s)| (to, b.as_bytes().to_vec(), s));
         assert_eq!(got, want);
         f.clear();
         assert!(f.is_empty());
-        f.push(4, b"again");
-        assert_eq!(f.iter().collect::<Vec<_>>(), [(4, &b"again"[..])]);
+        f.push(4, b"again", true);
+        assert_eq!(f.iter().collect::<Vec<_>>(), [(4, &b"again"[..], true)]);
     }
 }

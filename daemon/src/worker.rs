@@ -319,13 +319,14 @@ impl Pass {
             return false;
         }
         let frames = std::mem::take(&mut self.frames);
-        for (to, frame) in frames.iter() {
+        for (to, frame, sealed) in frames.iter() {
             let Some((_, target)) = devices.iter_mut().find(|x| x.0 == to) else {
-                self.away[shared.worker_of(to)].push(to, frame);
+                self.away[shared.worker_of(to)].push(to, frame, sealed);
                 continue;
             };
+            // A frame from another worker may have been built before this capture began.
             if out.capturing {
-                self.taps.push(Tap::now(to, false, frame));
+                self.taps.push(Tap::arriving(to, frame, sealed));
             }
             target.engine.handle_trusted_packet(out.now, frame);
         }

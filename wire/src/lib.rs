@@ -56,7 +56,7 @@ pub use deth::{Deth, DethRepr};
 pub use error::{Error, Result};
 pub use feth::{Feth, FethRepr, FlushLevel, FlushPlacement};
 pub use frame::{
-    EthRepr, ExtRepr, FrameRepr, Icrc, IpRepr, Outer, ParsedFrame, UdpChecksum, UdpRepr,
+    EthRepr, ExtRepr, FrameRepr, Icrc, IpRepr, Outer, ParsedFrame, UdpChecksum, UdpRepr, seal_icrc,
 };
 pub use imm::{Ieth, ImmDt};
 pub use opcode::{Headers, Opcode, OpcodeInfo, Operation, Position, Transport, With};

@@ -334,6 +334,15 @@ fn check_icrc(l3: &[u8], carried: &[u8]) -> Result<()> {
     }
 }
 
+/// Writes the ICRC of a frame built with [`Icrc::Skip`] (or any frame: its ICRC is computed
+/// anew), so that it may reach a wire or a capture after all.
+pub fn seal_icrc(frame: &mut [u8]) -> Result<()> {
+    let layout = parse_unverified(frame)?.layout;
+    let icrc = icrc::compute(&frame[layout.ip..layout.icrc])?;
+    frame[layout.icrc..layout.end].copy_from_slice(&icrc::to_bytes(icrc));
+    Ok(())
+}
+
 /// Parses and verifies a whole frame. Every malformed input fails with its own [`Error`];
 /// nothing panics.
 pub fn parse(frame: &[u8]) -> Result<ParsedFrame<'_>> {
@@ -541,6 +550,23 @@ mod tests {
         buf[at..at + 17].copy_from_slice(b"RoCEv2 on a plain");
         let n = send_only_repr().emit_in_place(17, &mut buf).unwrap();
         assert_eq!(&buf[..n], &SEND_ONLY_V4[..]);
+    }
+
+    #[test]
+    fn a_frame_built_without_its_icrc_is_sealed_to_the_bytes_built_with_it() {
+        let mut buf = [0u8; 128];
+        let at = send_only_repr().payload_offset();
+        buf[at..at + 17].copy_from_slice(b"RoCEv2 on a plain");
+        let n = send_only_repr()
+            .emit_in_place_with(17, &mut buf, Icrc::Skip)
+            .unwrap();
+        assert!(matches!(parse(&buf[..n]), Err(Error::BadIcrc { .. })));
+        seal_icrc(&mut buf[..n]).unwrap();
+        assert_eq!(&buf[..n], &SEND_ONLY_V4[..]);
+        // Not a frame: an error, nothing written.
+        let mut short = [0u8; 20];
+        assert!(seal_icrc(&mut short).is_err());
+        assert_eq!(short, [0u8; 20]);
     }
 
     #[test]
