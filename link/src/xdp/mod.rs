@@ -32,12 +32,11 @@ const CHUNKS: u32 = 4096;
 const MIN_CHUNKS: u32 = 512;
 /// Entries per ring.
 const RING: u32 = 2048;
-/// The kernel's headroom before a received frame (XDP_PACKET_HEADROOM).
-const HEADROOM: u32 = 256;
-/// The most bytes of a frame one chunk holds.
-const CHUNK_DATA: usize = (CHUNK - HEADROOM) as usize;
 /// The largest frame: a 9000-byte MTU and its Ethernet header and VLAN tag.
 pub const MAX_FRAME: usize = 9000 + 18;
+/// A frame to send is built in place in a slot of adjacent chunks that holds the largest,
+/// and goes out as one descriptor per chunk.
+const SLOT: u64 = (MAX_FRAME.div_ceil(CHUNK as usize) * CHUNK as usize) as u64;
 
 /// What the backend counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -57,8 +56,9 @@ pub struct AfXdp {
     sockets: Vec<Socket>,
     /// The socket `receive` looks at first (they take turns).
     next_rx: usize,
-    /// A frame being built, before it is split into its queue's chunks.
-    tx_frame: Vec<u8>,
+    /// The queue the last frame went out on: the next is built in its UMEM, since it is
+    /// likely of the same QP (a frame of another queue's is copied there).
+    last_tx: usize,
     interface: Interface,
     // The link detaches the program on drop; the map and program live as long.
     _link: OwnedFd,
@@ -74,8 +74,10 @@ struct Socket {
     completion: Ring<u64>,
     rx: Ring<libc::xdp_desc>,
     tx: Ring<libc::xdp_desc>,
-    /// Chunks free for transmitting.
+    /// Slots free for transmitting, by their first chunk.
     free: Vec<u64>,
+    /// Where the slots start.
+    tx_base: u64,
     /// Received chunks to give back through the fill ring (it is consumed lazily).
     refill: Vec<u64>,
     /// Frames pushed to the TX ring since the last kick.
@@ -139,7 +141,7 @@ impl AfXdp {
         Ok(AfXdp {
             sockets,
             next_rx: 0,
-            tx_frame: vec![0; MAX_FRAME],
+            last_tx: 0,
             interface,
             _link: link,
             _prog: prog,
@@ -233,11 +235,14 @@ impl Socket {
         let rx = Ring::map(&fd, libc::XDP_PGOFF_RX_RING as u64, &off.rx, RING).map_err(map)?;
         let tx = Ring::map(&fd, libc::XDP_PGOFF_TX_RING as u64, &off.tx, RING).map_err(map)?;
 
-        // Half the chunks wait in the fill ring for received frames; half are for sending.
+        // Half the chunks wait in the fill ring for received frames; half are slots to send.
         for i in 0..chunks / 2 {
             fill.push(u64::from(i * CHUNK));
         }
-        let free = (chunks / 2..chunks).map(|i| u64::from(i * CHUNK)).collect();
+        let tx_base = u64::from(chunks / 2 * CHUNK);
+        let free = (tx_base..u64::from(chunks * CHUNK) - SLOT + 1)
+            .step_by(SLOT as usize)
+            .collect();
 
         // SAFETY: sockaddr_xdp is plain data; all-zero is valid.
         let mut sa: libc::sockaddr_xdp = unsafe { std::mem::zeroed() };
@@ -279,6 +284,7 @@ impl Socket {
             rx,
             tx,
             free,
+            tx_base,
             refill: Vec::new(),
             unkicked: 0,
             rx_frame: Vec::with_capacity(MAX_FRAME),
@@ -309,8 +315,11 @@ impl Socket {
     }
 
     fn reclaim(&mut self) {
+        // A frame's descriptors complete together; its first names its slot.
         while let Some(addr) = self.completion.pop() {
-            self.free.push(addr & !u64::from(CHUNK - 1));
+            if (addr - self.tx_base).is_multiple_of(SLOT) {
+                self.free.push(addr);
+            }
         }
         while let Some(&addr) = self.refill.last() {
             if !self.fill.push(addr) {
@@ -322,33 +331,46 @@ impl Socket {
 }
 
 impl Socket {
-    /// Whether the TX ring and the free chunks have room for the longest frame; if not, the
+    /// Whether the TX ring and the free slots have room for the longest frame; if not, the
     /// kernel is asked to drain the ring.
     fn room(&mut self) -> bool {
         self.reclaim();
-        let worst = MAX_FRAME.div_ceil(CHUNK_DATA);
-        if self.tx.free() < worst as u32 || self.free.len() < worst {
+        if self.tx.free() < (SLOT / u64::from(CHUNK)) as u32 || self.free.is_empty() {
             self.kick();
             return false;
         }
         true
     }
 
-    /// Queues `frame`, which [`room`](Self::room) made room for.
+    /// The slot the next frame is built in, which [`room`](Self::room) made room for.
+    fn slot(&mut self) -> &mut [u8] {
+        let addr = *self.free.last().expect("room made");
+        self.chunk(addr, MAX_FRAME)
+    }
+
+    /// Queues a copy of `frame`, which [`room`](Self::room) made room for.
     fn push(&mut self, frame: &[u8]) {
+        self.slot()[..frame.len()].copy_from_slice(frame);
+        self.send_slot(frame.len());
+    }
+
+    /// Queues the frame of `len` bytes built in [`slot`](Self::slot).
+    fn send_slot(&mut self, len: usize) {
+        let slot = self.free.pop().expect("room made");
         // One descriptor per chunk; all but the last say the frame continues.
-        let pieces = frame.chunks(CHUNK_DATA);
-        let last = pieces.len() - 1;
-        for (i, piece) in pieces.enumerate() {
-            let addr = self.free.pop().expect("room made");
-            self.chunk(addr, piece.len()).copy_from_slice(piece);
-            let options = if i < last { libc::XDP_PKT_CONTD } else { 0 };
-            let desc = libc::xdp_desc {
-                addr,
-                len: piece.len() as u32,
-                options,
+        let chunk = CHUNK as usize;
+        let pieces = len.div_ceil(chunk);
+        for i in 0..pieces {
+            let options = if i + 1 < pieces {
+                libc::XDP_PKT_CONTD
+            } else {
+                0
             };
-            self.tx.push(desc);
+            self.tx.push(libc::xdp_desc {
+                addr: slot + (i * chunk) as u64,
+                len: (len - i * chunk).min(chunk) as u32,
+                options,
+            });
         }
         // Copy mode sends only on a kick, which sends at most 32 frames: kick every 32, and
         // when the caller next looks for received frames (end of a burst).
@@ -391,6 +413,15 @@ impl Socket {
                 return false;
             };
             let piece_len = desc.len as usize;
+            let chunk = desc.addr & !u64::from(CHUNK - 1);
+            if self.rx_frame.is_empty() && desc.options & libc::XDP_PKT_CONTD == 0 {
+                // A frame in one chunk is delivered where the kernel put it (the chunk goes
+                // back to the fill ring only at the next `reclaim`).
+                self.refill.push(chunk);
+                deliver(self.chunk(desc.addr, piece_len));
+                self.stats.rx += 1;
+                return true;
+            }
             let mut frame = std::mem::take(&mut self.rx_frame);
             if frame.len() + piece_len <= MAX_FRAME {
                 frame.extend_from_slice(self.chunk(desc.addr, piece_len));
@@ -399,7 +430,7 @@ impl Socket {
                 frame.resize(MAX_FRAME + 1, 0);
             }
             self.rx_frame = frame;
-            self.refill.push(desc.addr & !u64::from(CHUNK - 1));
+            self.refill.push(chunk);
             if desc.options & libc::XDP_PKT_CONTD != 0 {
                 continue;
             }
@@ -440,17 +471,19 @@ impl Link for AfXdp {
         if !self.sockets.iter_mut().all(Socket::room) {
             return false;
         }
-        let mut frame = std::mem::take(&mut self.tx_frame);
-        let sent = match fill(&mut frame) {
-            Some(n) => {
-                let q = queue_of(&frame[..n], self.sockets.len());
-                self.sockets[q].push(&frame[..n]);
-                true
-            }
-            None => false,
+        let (at, queues) = (self.last_tx, self.sockets.len());
+        let Some(n) = fill(self.sockets[at].slot()) else {
+            return false;
         };
-        self.tx_frame = frame;
-        sent
+        let q = queue_of(&self.sockets[at].slot()[..n], queues);
+        if q == at {
+            self.sockets[q].send_slot(n);
+        } else {
+            let [built, to] = self.sockets.get_disjoint_mut([at, q]).expect("two queues");
+            to.push(&built.slot()[..n]);
+            self.last_tx = q;
+        }
+        true
     }
 
     fn flush(&mut self) {
