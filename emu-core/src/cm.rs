@@ -10,7 +10,7 @@
 //! answer again (12.9.8.1); a connection leaves TIMEWAIT only after a delay, so its QP is not
 //! reused while stray packets may still arrive (12.9.8.3).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 
 use softrnic_wire::cm::{
@@ -253,6 +253,54 @@ struct Conn {
     detached: bool,
 }
 
+/// What is found among the connections without looking at each (the daemon asks for the next
+/// timer in every pass): their deadlines in order, and the local QPs they hold. It follows every
+/// connection added or removed and every change of those two fields.
+#[derive(Debug, Default)]
+#[cfg_attr(feature = "fuzz", derive(Clone))]
+struct Index {
+    deadlines: BTreeSet<(Instant, ConnId)>,
+    /// Local QPN → how many connections hold it.
+    qpns: HashMap<u32, u32>,
+}
+
+impl Index {
+    fn add(&mut self, id: ConnId, c: &Conn) {
+        if let Some(at) = c.deadline {
+            self.deadlines.insert((at, id));
+        }
+        if c.local_qpn != 0 {
+            *self.qpns.entry(c.local_qpn).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, id: ConnId, c: &Conn) {
+        if let Some(at) = c.deadline {
+            self.deadlines.remove(&(at, id));
+        }
+        if let Some(n) = self.qpns.get_mut(&c.local_qpn) {
+            *n -= 1;
+            if *n == 0 {
+                self.qpns.remove(&c.local_qpn);
+            }
+        }
+    }
+
+    /// Connection `id` (`c`) waits until `at`, or for nothing.
+    fn set_deadline(&mut self, id: ConnId, c: &mut Conn, at: Option<Instant>) {
+        self.remove(id, c);
+        c.deadline = at;
+        self.add(id, c);
+    }
+
+    /// Connection `id` (`c`) is of local QP `qpn`.
+    fn set_local_qpn(&mut self, id: ConnId, c: &mut Conn, qpn: u32) {
+        self.remove(id, c);
+        c.local_qpn = qpn;
+        self.add(id, c);
+    }
+}
+
 /// The Communication Manager of one port.
 #[derive(Debug)]
 #[cfg_attr(feature = "fuzz", derive(Clone))]
@@ -261,6 +309,7 @@ pub struct Cm {
     next_id: u32,
     rng: Rng,
     conns: HashMap<ConnId, Conn>,
+    index: Index,
     listening: Vec<u64>,
     out: VecDeque<Outgoing>,
     events: VecDeque<CmEvent>,
@@ -293,6 +342,7 @@ impl Cm {
             next_id,
             rng,
             conns: HashMap::new(),
+            index: Index::default(),
             listening: Vec::new(),
             out: VecDeque::new(),
             events: VecDeque::new(),
@@ -306,6 +356,28 @@ impl Cm {
     pub fn set_timing(&mut self, timewait: Duration, max_retries: u8) {
         self.timewait = timewait;
         self.max_retries = max_retries;
+    }
+
+    fn insert(&mut self, id: ConnId, c: Conn) {
+        self.index.add(id, &c);
+        self.conns.insert(id, c);
+    }
+
+    fn remove(&mut self, id: ConnId) -> Option<Conn> {
+        let c = self.conns.remove(&id)?;
+        self.index.remove(id, &c);
+        Some(c)
+    }
+
+    /// Panics unless the index says what the connections say.
+    #[cfg(test)]
+    fn check_index(&self) {
+        let mut index = Index::default();
+        for (&id, c) in &self.conns {
+            index.add(id, c);
+        }
+        assert_eq!(index.deadlines, self.index.deadlines);
+        assert_eq!(index.qpns, self.index.qpns);
     }
 
     fn new_id(&mut self) -> ConnId {
@@ -336,7 +408,7 @@ impl Cm {
     /// established, being torn down, or waiting out TIMEWAIT. Its number must not go to a new
     /// QP before then, or stray packets of the old connection could reach it (IBA 12.9.8.3).
     pub fn holds_qpn(&self, qpn: u32) -> bool {
-        qpn != 0 && self.conns.values().any(|c| c.local_qpn == qpn)
+        qpn != 0 && self.index.qpns.contains_key(&qpn)
     }
 
     /// The next MAD to send.
@@ -356,7 +428,7 @@ impl Cm {
 
     /// When `handle_timeout` is next due.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.conns.values().filter_map(|c| c.deadline).min()
+        self.index.deadlines.first().map(|&(at, _)| at)
     }
 
     fn send(&mut self, to: Peer, mad: CmMad) -> [u8; MAD_LEN] {
@@ -379,7 +451,7 @@ impl Cm {
             c.last_sent = Some(bytes);
             c.wait = wait;
             c.retries_left = retries;
-            c.deadline = Some(now + wait);
+            self.index.set_deadline(id, c, Some(now + wait));
         }
     }
 
@@ -391,7 +463,7 @@ impl Cm {
         let bytes = self.send(peer, mad);
         if let Some(c) = self.conns.get_mut(&id) {
             c.pending = None;
-            c.deadline = None;
+            self.index.set_deadline(id, c, None);
             c.last_sent = Some(bytes);
         }
     }
@@ -409,7 +481,7 @@ impl Cm {
         let tid = self.transaction_id();
         let mut conn = Conn::new(State::ReqSent, p.peer, tid, p.service_id);
         conn.local_qpn = p.qpn;
-        self.conns.insert(id, conn);
+        self.insert(id, conn);
         let req = Req {
             local_comm_id: id,
             service_id: p.service_id,
@@ -453,7 +525,7 @@ impl Cm {
             return Err(CmError::WrongState);
         }
         c.state = State::RepSent;
-        c.local_qpn = p.qpn;
+        self.index.set_local_qpn(id, c, p.qpn);
         let (remote, tid) = (c.remote_id, c.transaction_id);
         let rep = Rep {
             local_comm_id: id,
@@ -484,12 +556,12 @@ impl Cm {
         if private_data.len() > 148 {
             return Err(CmError::PrivateDataTooLong);
         }
-        let c = self.conns.remove(&id).ok_or(CmError::NoSuchConnection)?;
+        let c = self.remove(id).ok_or(CmError::NoSuchConnection)?;
         let which = match c.state {
             State::ReqReceived => about::REQ,
             State::RepReceived => about::REP,
             _ => {
-                self.conns.insert(id, c);
+                self.insert(id, c);
                 return Err(CmError::WrongState);
             }
         };
@@ -548,7 +620,7 @@ impl Cm {
             State::RepSent => {
                 c.state = State::Established;
                 c.pending = None;
-                c.deadline = None;
+                self.index.set_deadline(id, c, None);
                 self.report(id, CmEvent::Established { id });
                 Ok(())
             }
@@ -615,7 +687,7 @@ impl Cm {
             .get(&id)
             .is_some_and(|c| !matches!(c.state, State::DreqSent | State::TimeWait))
         {
-            self.conns.remove(&id);
+            self.remove(id);
         }
     }
 
@@ -632,8 +704,7 @@ impl Cm {
         }
         let id = self.new_id();
         let tid = self.transaction_id();
-        self.conns
-            .insert(id, Conn::new(State::SidrReqSent, peer, tid, service_id));
+        self.insert(id, Conn::new(State::SidrReqSent, peer, tid, service_id));
         let req = SidrReq {
             request_id: id,
             pkey: 0xffff,
@@ -660,9 +731,9 @@ impl Cm {
         if private_data.len() > 136 {
             return Err(CmError::PrivateDataTooLong);
         }
-        let c = self.conns.remove(&id).ok_or(CmError::NoSuchConnection)?;
+        let c = self.remove(id).ok_or(CmError::NoSuchConnection)?;
         if c.state != State::SidrReqReceived {
-            self.conns.insert(id, c);
+            self.insert(id, c);
             return Err(CmError::WrongState);
         }
         let rep = SidrRep {
@@ -690,7 +761,7 @@ impl Cm {
         if let Some(c) = self.conns.get_mut(&id) {
             c.state = State::TimeWait;
             c.pending = None;
-            c.deadline = Some(now + wait);
+            self.index.set_deadline(id, c, Some(now + wait));
         }
     }
 
@@ -703,11 +774,9 @@ impl Cm {
 
     /// Resends what waits for an answer and gives up on what waited too often; ends TIMEWAIT.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let due: Vec<ConnId> = self
-            .conns
-            .iter()
-            .filter(|(_, c)| c.deadline.is_some_and(|d| d <= now))
-            .map(|(&id, _)| id)
+        let due: Vec<ConnId> = (self.index.deadlines.iter())
+            .take_while(|&&(at, _)| at <= now)
+            .map(|&(_, id)| id)
             .collect();
         for id in due {
             let Some(c) = self.conns.get_mut(&id) else {
@@ -715,12 +784,13 @@ impl Cm {
             };
             if c.state == State::TimeWait {
                 self.report(id, CmEvent::TimewaitExit { id });
-                self.conns.remove(&id);
+                self.remove(id);
                 continue;
             }
             if c.retries_left > 0 {
                 c.retries_left -= 1;
-                c.deadline = Some(now + c.wait);
+                let at = now + c.wait;
+                self.index.set_deadline(id, c, Some(at));
                 if let Some(mad) = c.pending {
                     let to = c.peer;
                     self.out.push_back(Outgoing { to, mad });
@@ -741,7 +811,7 @@ impl Cm {
                         about::REP
                     };
                     self.report(id, CmEvent::Unreachable { id });
-                    self.conns.remove(&id);
+                    self.remove(id);
                     // The other side is told, in case only its answers were lost.
                     let rej = Rej {
                         local_comm_id: id,
@@ -762,7 +832,7 @@ impl Cm {
                 }
                 _ => {
                     self.report(id, CmEvent::Unreachable { id });
-                    self.conns.remove(&id);
+                    self.remove(id);
                 }
             }
         }
@@ -876,7 +946,7 @@ impl Cm {
         c.remote_qpn = r.local_qpn;
         // The active side's answer delay bounds how long to wait for its RTU.
         c.wait = cm_timeout(r.local_cm_response_timeout);
-        self.conns.insert(id, c);
+        self.insert(id, c);
         self.events.push_back(CmEvent::ReqReceived {
             id,
             req: ConnectParams {
@@ -915,8 +985,8 @@ impl Cm {
                 c.remote_guid = r.local_ca_guid;
                 c.remote_qpn = r.local_qpn;
                 c.pending = None;
-                c.deadline = None;
                 let id = r.remote_comm_id;
+                self.index.set_deadline(id, c, None);
                 self.report(
                     id,
                     CmEvent::RepReceived {
@@ -950,8 +1020,8 @@ impl Cm {
         {
             c.state = State::Established;
             c.pending = None;
-            c.deadline = None;
             let id = r.remote_comm_id;
+            self.index.set_deadline(id, c, None);
             self.report(id, CmEvent::Established { id });
         }
     }
@@ -977,7 +1047,7 @@ impl Cm {
             private_data: r.private_data.to_vec(),
         };
         self.report(id, event);
-        self.conns.remove(&id);
+        self.remove(id);
     }
 
     fn on_mra(&mut self, now: Instant, r: &Mra) {
@@ -986,7 +1056,8 @@ impl Cm {
         {
             // The other side needs more time (12.6.6): each wait grows by what it asks for.
             c.wait += cm_timeout(r.service_timeout);
-            c.deadline = Some(now + c.wait);
+            let at = now + c.wait;
+            self.index.set_deadline(r.remote_comm_id, c, Some(at));
         }
     }
 
@@ -1011,7 +1082,7 @@ impl Cm {
             State::Established | State::RepSent | State::RepReceived => {
                 c.state = State::DreqReceived;
                 c.pending = None;
-                c.deadline = None;
+                self.index.set_deadline(r.remote_comm_id, c, None);
                 c.transaction_id = tid;
                 let id = r.remote_comm_id;
                 self.report(id, CmEvent::Disconnected { id });
@@ -1085,7 +1156,7 @@ impl Cm {
         let id = self.new_id();
         let mut c = Conn::new(State::SidrReqReceived, from, tid, r.service_id);
         c.remote_id = r.request_id;
-        self.conns.insert(id, c);
+        self.insert(id, c);
         self.events.push_back(CmEvent::SidrReqReceived {
             id,
             peer: from,
@@ -1111,7 +1182,7 @@ impl Cm {
                     private_data: r.private_data.to_vec(),
                 },
             );
-            self.conns.remove(&id);
+            self.remove(id);
         }
     }
 }
@@ -1202,6 +1273,7 @@ mod tests {
 
         /// Delivers what both sides sent until nothing moves.
         fn run(&mut self) {
+            self.cm.iter().for_each(Cm::check_index);
             loop {
                 let mut moved = false;
                 for from in 0..2 {
@@ -1217,6 +1289,7 @@ mod tests {
                     }
                 }
                 if !moved {
+                    self.cm.iter().for_each(Cm::check_index);
                     return;
                 }
             }
