@@ -62,6 +62,9 @@ pub(crate) struct Device {
     pub moved: bool,
     /// The work `take_posted` moves from the rings to the engine (kept for its allocation).
     pub posted: Vec<Posted>,
+    /// The CQs whose completions `fill_cqs` has yet to move: those the engine listed since,
+    /// and those whose ring was full.
+    pub unfilled: Vec<u32>,
 }
 
 /// What [`Device::transmit`] takes from an engine.
@@ -283,9 +286,19 @@ impl Device {
     /// made.
     pub fn fill_cqs(&mut self) -> bool {
         self.engine.memory_mut().flush();
+        let mut cqs = std::mem::take(&mut self.unfilled);
+        self.engine.take_filled_cqs(&mut cqs);
+        if cqs.is_empty() {
+            self.unfilled = cqs;
+            return false;
+        }
+        cqs.sort_unstable();
+        cqs.dedup();
         let mut any = false;
         for port in self.ports.values_mut() {
-            any |= port.rings.fill_cqs(&mut self.engine);
+            any |= port
+                .rings
+                .fill_cqs(&mut self.engine, &cqs, &mut self.unfilled);
         }
         any
     }

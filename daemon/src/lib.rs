@@ -495,6 +495,7 @@ impl Daemon {
             xrcd_files: BTreeMap::new(),
             moved: false,
             posted: Vec::new(),
+            unfilled: Vec::new(),
         };
         tracing::info!(
             device = %name,

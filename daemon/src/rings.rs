@@ -151,14 +151,26 @@ impl Rings {
         self.queues = queues;
     }
 
-    /// Moves completions from the engine's CQs into the CQ rings while they have room.
-    pub fn fill_cqs(&mut self, engine: &mut Engine<ProcessMemory>) -> bool {
+    /// Moves completions from the engine's CQs of `cqs` that are this context's into their
+    /// rings while they have room; a CQ whose ring filled first goes into `left`.
+    pub fn fill_cqs(
+        &mut self,
+        engine: &mut Engine<ProcessMemory>,
+        cqs: &[u32],
+        left: &mut Vec<u32>,
+    ) -> bool {
         let mut any = false;
         let mut one = [Wc::new(0, WcStatus::Success, WcOpcode::Send, 0)];
-        for (&cq, ring) in &mut self.cqs {
+        for &cq in cqs {
+            let Some(ring) = self.cqs.get_mut(&cq) else {
+                continue;
+            };
             while ring.has_room() && engine.poll_cq(cq, &mut one).unwrap_or(0) == 1 {
                 ring.push(slot::encode_wc(&one[0]).as_bytes());
                 any = true;
+            }
+            if !ring.has_room() && engine.cq_len(cq).is_ok_and(|n| n > 0) {
+                left.push(cq);
             }
         }
         any

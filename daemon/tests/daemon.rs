@@ -226,6 +226,37 @@ fn a_verbs_call_sees_the_work_posted_before_it() {
     assert_eq!(refused.errno, libc::EINVAL, "{refused}");
 }
 
+/// Completions that find the program's CQ ring full wait in the daemon, and follow as the
+/// program polls and makes room: in order, none lost.
+#[test]
+fn completions_wait_for_room_in_the_cq_ring() {
+    let d = daemon("cqroom", 1);
+    let mut a = Client::connect(d.path()).unwrap();
+    a.open("srnic0").unwrap();
+    let pd = a.alloc_pd().unwrap();
+    let cq = a.create_cq(4).unwrap();
+    let mut a = with_qp(a, pd, cq, None);
+    let mut b = context(d.path(), "srnic0");
+    pair(&mut a, &mut b);
+    let (src, dst) = (vec![5u8; 64], vec![0u8; 64]);
+    let (ka, kb) = (reg(&mut a.c, a.pd, &src), reg(&mut b.c, b.pd, &dst));
+    let remote = Remote {
+        addr: dst.as_ptr() as u64,
+        rkey: kb,
+    };
+    // A verbs call's pass completes what was posted before it (one device, both QPs on it),
+    // so four completions fill the ring, then four more wait in the daemon's CQ.
+    for batch in [0..4, 4..8] {
+        let writes = batch.map(|i| wr(i, SendOp::Write(remote), &src, ka));
+        a.c.post_send(a.qp, writes.collect()).unwrap();
+        a.c.query_qp(a.qp).unwrap();
+    }
+    let wcs = a.c.wait(a.cq, 8, WAIT).unwrap();
+    let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    let want: Vec<_> = (0..8).map(|i| (i, WcStatus::Success)).collect();
+    assert_eq!(got, want);
+}
+
 /// On one host, a receiver that destroys its QP the moment it sees its last completion (as
 /// a program that exits then does) must not take the ACK for that message with it: the
 /// sender's SEND completes successfully every time, and the daemon never retransmits it.

@@ -180,6 +180,8 @@ pub struct Cq {
     capacity: usize,
     arm: Arm,
     overflowed: bool,
+    /// In the engine's list of CQs given completions since the user last took it.
+    listed: bool,
 }
 
 /// What pushing a completion caused.
@@ -202,7 +204,18 @@ impl Cq {
             capacity,
             arm: Arm::Off,
             overflowed: false,
+            listed: false,
         }
+    }
+
+    /// Marks the CQ as listed; whether it was not yet.
+    pub(crate) fn list(&mut self) -> bool {
+        !std::mem::replace(&mut self.listed, true)
+    }
+
+    /// The CQ left the list.
+    pub(crate) fn unlist(&mut self) {
+        self.listed = false;
     }
 
     /// Drops QP `qpn`'s completions not yet polled: the QP was reset, and, as on ConnectX

@@ -1025,3 +1025,30 @@ fn xrc_objects_hold_what_they_belong_to() {
     e.dealloc_xrcd(xrcd).unwrap();
     assert_eq!(errno(e.create_xrc_recv_qp(xrcd)), 22);
 }
+
+#[test]
+fn the_cqs_given_completions_are_listed_once_until_taken() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(8, 1, ALL);
+    let (dst, rkey) = f.buf(8, 0, ALL);
+    let mut filled = Vec::new();
+    f.dev.engine().take_filled_cqs(&mut filled);
+    assert_eq!(filled, [], "connecting completes nothing");
+    let write = SendOp::Write(Remote { addr: dst, rkey });
+    for wr_id in [1, 2] {
+        f.post(f.a, wr_id, write, sge(src, 8, lkey), SendFlags::empty());
+    }
+    while f.dev.engine().cq_len(f.cq).unwrap() < 2 {
+        f.dev.progress();
+    }
+    f.dev.engine().take_filled_cqs(&mut filled);
+    assert_eq!(filled, [f.cq], "two completions, one listing");
+    filled.clear();
+    f.dev.engine().take_filled_cqs(&mut filled);
+    assert_eq!(filled, [], "nothing new since");
+    // Completions still waiting are the taker's to keep in mind; a new one lists it again.
+    f.post(f.a, 3, write, sge(src, 8, lkey), SendFlags::empty());
+    assert_eq!(f.wait(3).len(), 3);
+    f.dev.engine().take_filled_cqs(&mut filled);
+    assert_eq!(filled, [f.cq]);
+}

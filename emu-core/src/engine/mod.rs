@@ -143,6 +143,7 @@ impl<M: Memory> Engine<M> {
                 gids: config.gids,
                 port_mtu: port.active_mtu,
                 timers: Timers::default(),
+                filled: Vec::new(),
                 icrc: Icrc::Compute,
                 dcqcn: Dcqcn::default(),
             },

@@ -177,6 +177,18 @@ impl<M: Memory> Engine<M> {
         Ok(self.cq_mut(cq)?.poll(out))
     }
 
+    /// Appends to `out` the CQs given completions since the last call, each once: a driver
+    /// that moves completions elsewhere (the daemon, into the programs' rings) looks only at
+    /// these, not at every CQ.
+    pub fn take_filled_cqs(&mut self, out: &mut Vec<u32>) {
+        for cq in self.sh.filled.drain(..) {
+            if let Some(q) = self.sh.cqs.get_mut(cq) {
+                q.unlist();
+                out.push(cq);
+            }
+        }
+    }
+
     /// Arms a CQ for one notification (`ibv_req_notify_cq`).
     pub fn req_notify_cq(&mut self, cq: u32, solicited_only: bool) -> Result<()> {
         self.cq_mut(cq)?.arm(solicited_only);

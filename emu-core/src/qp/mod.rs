@@ -41,6 +41,9 @@ pub(crate) struct Shared<M> {
     pub gids: Vec<Gid>,
     pub port_mtu: Mtu,
     pub timers: Timers,
+    /// The CQs given completions since the user last took them, each once
+    /// ([`crate::Engine::take_filled_cqs`]).
+    pub filled: Vec<u32>,
     /// Whether built frames get their ICRC.
     pub icrc: Icrc,
     /// The reaction point's parameters.
@@ -53,6 +56,9 @@ impl<M> Shared<M> {
         let Some(q) = self.cqs.get_mut(cq) else {
             return;
         };
+        if q.list() {
+            self.filled.push(cq);
+        }
         match q.push(wc) {
             Pushed::Queued => {}
             Pushed::Notify => self.events.push_back(Event::Completion { cq }),
