@@ -263,8 +263,10 @@ pub fn encode_send(wr: &SendWr, inline: Option<&[u8]>, slot: &mut [u8]) -> Optio
     Some(end)
 }
 
-/// Reads a send slot: the work request and its inline bytes, or `None` if it is not one.
-pub fn decode_send(slot: &[u8]) -> Option<(SendWr, Option<Vec<u8>>)> {
+/// Reads a send slot: the work request and its inline bytes, or `None` if it is not one. Its
+/// SGEs go into `sgl` (emptied first: a list kept from a WR done with, so that decoding does
+/// not allocate).
+pub fn decode_send(slot: &[u8], sgl: Vec<Sge>) -> Option<(SendWr, Option<Vec<u8>>)> {
     let h: SendSlot = bytemuck::pod_read_unaligned(slot.get(..SEND_HEADER)?);
     let tail = &slot[SEND_HEADER..];
     let remote = Remote {
@@ -321,7 +323,7 @@ pub fn decode_send(slot: &[u8]) -> Option<(SendWr, Option<Vec<u8>>)> {
         remote_qpn: h.remote_qpn,
         remote_qkey: h.remote_qkey,
     });
-    let sgl = read_sges(tail, h.num_sge)?;
+    let sgl = read_sges(tail, h.num_sge, sgl)?;
     let inline_at = sgl.len() * SGE;
     let wr = SendWr {
         wr_id: h.wr_id,
@@ -356,11 +358,12 @@ pub fn encode_recv(wr: &RecvWr, slot: &mut [u8]) -> Option<usize> {
 }
 
 /// Reads a receive slot, or `None` if it is not one.
-pub fn decode_recv(slot: &[u8]) -> Option<RecvWr> {
+/// Reads a receive slot, its SGEs into `sgl` (as [`decode_send`]).
+pub fn decode_recv(slot: &[u8], sgl: Vec<Sge>) -> Option<RecvWr> {
     let h: RecvSlot = bytemuck::pod_read_unaligned(slot.get(..RECV_HEADER)?);
     Some(RecvWr {
         wr_id: h.wr_id,
-        sgl: read_sges(&slot[RECV_HEADER..], h.num_sge)?,
+        sgl: read_sges(&slot[RECV_HEADER..], h.num_sge, sgl)?,
     })
 }
 
@@ -405,13 +408,13 @@ pub fn decode_wc(slot: &[u8]) -> Option<Wc> {
 /// decodes the same.
 pub fn fuzz(data: &[u8]) {
     let mut buf = vec![0; data.len()];
-    if let Some((wr, inline)) = decode_send(data) {
+    if let Some((wr, inline)) = decode_send(data, Vec::new()) {
         let n = encode_send(&wr, inline.as_deref(), &mut buf).expect("fits where it came from");
-        assert_eq!(decode_send(&buf[..n]), Some((wr, inline)));
+        assert_eq!(decode_send(&buf[..n], Vec::new()), Some((wr, inline)));
     }
-    if let Some(wr) = decode_recv(data) {
+    if let Some(wr) = decode_recv(data, Vec::new()) {
         let n = encode_recv(&wr, &mut buf).expect("fits where it came from");
-        assert_eq!(decode_recv(&buf[..n]), Some(wr));
+        assert_eq!(decode_recv(&buf[..n], Vec::new()), Some(wr));
     }
     if let Some(wc) = decode_wc(data) {
         assert_eq!(decode_wc(encode_wc(&wc).as_bytes()), Some(wc));
@@ -429,22 +432,19 @@ fn write_sges(sgl: &[Sge], out: &mut [u8]) {
     }
 }
 
-/// `n` SGEs from the start of `tail`, or `None` if they run past it.
-fn read_sges(tail: &[u8], n: u32) -> Option<Vec<Sge>> {
+/// `n` SGEs from the start of `tail`, in `sgl` (emptied first), or `None` if they run past it.
+fn read_sges(tail: &[u8], n: u32, mut sgl: Vec<Sge>) -> Option<Vec<Sge>> {
     let bytes = tail.get(..(n as usize).checked_mul(SGE)?)?;
-    Some(
-        bytes
-            .chunks_exact(SGE)
-            .map(|c| {
-                let e: SgeSlot = bytemuck::pod_read_unaligned(c);
-                Sge {
-                    addr: e.addr,
-                    length: e.length,
-                    lkey: e.lkey,
-                }
-            })
-            .collect(),
-    )
+    sgl.clear();
+    sgl.extend(bytes.chunks_exact(SGE).map(|c| {
+        let e: SgeSlot = bytemuck::pod_read_unaligned(c);
+        Sge {
+            addr: e.addr,
+            length: e.length,
+            lkey: e.lkey,
+        }
+    }));
+    Some(sgl)
 }
 
 #[cfg(test)]
@@ -556,7 +556,7 @@ mod tests {
             let wr = SendWr { wr_id, op, sgl, flags, ud, xrc_srqn };
             let mut slot = vec![0u8; send_slot_size(&QpCap::new(1, 4, 64)) as usize];
             let n = encode_send(&wr, inline.as_deref(), &mut slot).unwrap();
-            let (back, bytes) = decode_send(&slot[..n]).unwrap();
+            let (back, bytes) = decode_send(&slot[..n], Vec::new()).unwrap();
             // Only operations that send data carry inline bytes.
             prop_assert_eq!(bytes, inline.filter(|_| wr.op.sends_data()));
             prop_assert_eq!(back, wr);
@@ -570,15 +570,15 @@ mod tests {
             let wr = RecvWr { wr_id, sgl };
             let mut slot = vec![0u8; recv_slot_size(8) as usize];
             let n = encode_recv(&wr, &mut slot).unwrap();
-            prop_assert_eq!(decode_recv(&slot[..n]), Some(wr));
+            prop_assert_eq!(decode_recv(&slot[..n], Vec::new()), Some(wr));
         }
 
         #[test]
         fn garbage_decodes_to_nothing_or_something_bounded(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
-            if let Some((wr, inline)) = decode_send(&bytes) {
+            if let Some((wr, inline)) = decode_send(&bytes, Vec::new()) {
                 prop_assert!(wr.sgl.len() * SGE + inline.map_or(0, |i| i.len()) <= bytes.len());
             }
-            if let Some(wr) = decode_recv(&bytes) {
+            if let Some(wr) = decode_recv(&bytes, Vec::new()) {
                 prop_assert!(wr.sgl.len() * SGE <= bytes.len());
             }
             let _ = decode_wc(&bytes);
@@ -610,6 +610,10 @@ mod tests {
         assert_eq!(encode_recv(&wr, &mut slot), None);
         slot.resize(recv_slot_size(2) as usize, 0);
         let n = encode_recv(&wr, &mut slot).unwrap();
-        assert_eq!(decode_recv(&slot[..n - 1]), None, "an SGE cut short");
+        assert_eq!(
+            decode_recv(&slot[..n - 1], Vec::new()),
+            None,
+            "an SGE cut short"
+        );
     }
 }

@@ -8,7 +8,7 @@ use std::io;
 use std::time::Duration;
 
 use softrnic_client::proto::DeviceInfo;
-use softrnic_emu_core::{Engine, Gid, Instant};
+use softrnic_emu_core::{Engine, Gid, Instant, Sge};
 use softrnic_link::{Backend, Link, gid, neigh};
 use softrnic_sys as sys;
 use softrnic_wire::{EthernetAddress, Icrc};
@@ -65,6 +65,8 @@ pub(crate) struct Device {
     /// The CQs whose completions `fill_cqs` has yet to move: those the engine listed since,
     /// and those whose ring was full.
     pub unfilled: Vec<u32>,
+    /// SGE lists of WRs the engine is done with, to decode posted WRs into.
+    pub spare_sgls: Vec<Vec<Sge>>,
 }
 
 /// What [`Device::transmit`] takes from an engine.
@@ -87,6 +89,9 @@ impl Device {
     /// engine. An address handle's MAC is resolved first, as for a modify_qp.
     pub fn take_posted(&mut self, switch: &Switch) -> bool {
         let mut any = false;
+        if self.spare_sgls.len() < SPARE_SGLS {
+            self.engine.take_spare_sgls(&mut self.spare_sgls);
+        }
         // By index, not by iterator: resolving a MAC needs the whole device.
         let mut next = self.ports.keys().next().copied();
         while let Some(i) = next {
@@ -94,7 +99,9 @@ impl Device {
             let engine = &self.engine;
             let port = self.ports.get_mut(&i).expect("listed");
             let mut posted = std::mem::take(&mut self.posted);
-            port.rings.take_posted(|q| engine.room(q), &mut posted);
+            let spare = &mut self.spare_sgls;
+            port.rings
+                .take_posted(|q| engine.room(q), spare, &mut posted);
             any |= !posted.is_empty();
             for p in posted.drain(..) {
                 let result = match p {
@@ -401,6 +408,9 @@ fn route<'m>(
         None => Route::Wire,
     }
 }
+
+/// How many spare SGE lists a device keeps at most (as many as WRs it has in flight, usually).
+const SPARE_SGLS: usize = 4096;
 
 /// How many times the engine's next frame waits for room in a full transmit ring (each try
 /// lets the kernel drain it) before the pass goes on without it.

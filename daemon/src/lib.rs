@@ -496,6 +496,7 @@ impl Daemon {
             moved: false,
             posted: Vec::new(),
             unfilled: Vec::new(),
+            spare_sgls: Vec::new(),
         };
         tracing::info!(
             device = %name,

@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
-use softrnic_emu_core::{Engine, RecvWr, SendWr, Wc, WcOpcode, WcStatus, WorkQueue};
+use softrnic_emu_core::{Engine, RecvWr, SendWr, Sge, Wc, WcOpcode, WcStatus, WorkQueue};
 
 use crate::ProcessMemory;
 use softrnic_client::shm::{Allocator, Notices, Region, Ring, RingInfo};
@@ -94,7 +94,13 @@ impl Rings {
     /// gets ENOMEM as from a full queue) and is taken on a later call, once there is room.
     /// Only the rings the program announced are looked at (all of them if its notices
     /// overflowed), so the cost follows the work, not the number of QPs.
-    pub fn take_posted(&mut self, room: impl Fn(WorkQueue) -> usize, out: &mut Vec<Posted>) {
+    /// Each WR's SGEs are decoded into a list from `spare` where there is one.
+    pub fn take_posted(
+        &mut self,
+        room: impl Fn(WorkQueue) -> usize,
+        spare: &mut Vec<Vec<Sge>>,
+        out: &mut Vec<Posted>,
+    ) {
         let (Some(region), Some(notices)) = (&self.region, &mut self.notices) else {
             return;
         };
@@ -131,12 +137,15 @@ impl Rings {
                 if !ring.pop(buf) {
                     break;
                 }
+                let sgl = spare.pop().unwrap_or_default();
                 let posted = match queue {
                     WorkQueue::Send(q) => {
-                        slot::decode_send(buf).map(|(wr, inline)| Posted::Send(q, wr, inline))
+                        slot::decode_send(buf, sgl).map(|(wr, inline)| Posted::Send(q, wr, inline))
                     }
-                    WorkQueue::Recv(q) => slot::decode_recv(buf).map(|wr| Posted::Recv(q, wr)),
-                    WorkQueue::Srq(q) => slot::decode_recv(buf).map(|wr| Posted::SrqRecv(q, wr)),
+                    WorkQueue::Recv(q) => slot::decode_recv(buf, sgl).map(|wr| Posted::Recv(q, wr)),
+                    WorkQueue::Srq(q) => {
+                        slot::decode_recv(buf, sgl).map(|wr| Posted::SrqRecv(q, wr))
+                    }
                 };
                 match posted {
                     Some(p) => out.push(p),
@@ -253,7 +262,7 @@ mod tests {
     /// What `take_posted` takes with room for `room` in every queue.
     fn taken(rings: &mut Rings, room: usize) -> Vec<Posted> {
         let mut out = Vec::new();
-        rings.take_posted(|_| room, &mut out);
+        rings.take_posted(|_| room, &mut Vec::new(), &mut out);
         out
     }
 
@@ -274,6 +283,39 @@ mod tests {
         assert_eq!(taken(&mut rings, 2).len(), 2, "room for two");
         assert_eq!(taken(&mut rings, 2).len(), 1, "the third, with no doorbell");
         assert!(taken(&mut rings, 2).is_empty());
+    }
+
+    #[test]
+    fn posted_work_is_decoded_into_spare_sge_lists() {
+        let (mut rings, program, _theirs) = context();
+        let (info, ring) = rings.new_ring(4, slot::recv_slot_size(2)).unwrap();
+        rings.rqs.insert(3, ring);
+        let mut rq = Ring::new(&program, info).unwrap();
+        let mut notices = Notices::new(&program);
+        let mut buf = [0u8; 64];
+        let sgl = vec![Sge::default(); 2];
+        for wr_id in 0..2 {
+            let wr = RecvWr {
+                wr_id,
+                sgl: sgl.clone(),
+            };
+            let n = slot::encode_recv(&wr, &mut buf).unwrap();
+            assert!(rq.push(&buf[..n]));
+            notices.announce(&rq, WorkQueue::Recv(3));
+        }
+        program.ring_doorbell();
+        // A spare list is used as it is found (emptied of what it held); then new ones.
+        let mut spare = vec![vec![Sge::default(); 5]];
+        spare[0].reserve_exact(2);
+        let capacity = spare[0].capacity();
+        let mut out = Vec::new();
+        rings.take_posted(|_| 4, &mut spare, &mut out);
+        assert!(spare.is_empty());
+        let [Posted::Recv(3, a), Posted::Recv(3, b)] = &out[..] else {
+            panic!("two receives: {}", out.len());
+        };
+        assert_eq!((a.wr_id, &a.sgl, a.sgl.capacity()), (0, &sgl, capacity));
+        assert_eq!((b.wr_id, &b.sgl), (1, &sgl));
     }
 
     #[test]

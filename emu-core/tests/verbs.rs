@@ -1052,3 +1052,27 @@ fn the_cqs_given_completions_are_listed_once_until_taken() {
     f.dev.engine().take_filled_cqs(&mut filled);
     assert_eq!(filled, [f.cq]);
 }
+
+#[test]
+fn the_sge_lists_of_wrs_done_with_are_given_back_for_reuse() {
+    let mut f = fixture(QpType::Rc);
+    let (src, lkey) = f.buf(8, 1, ALL);
+    let (dst, rkey) = f.buf(8, 0, ALL);
+    let rbuf = f.buf(8, 0, ALL);
+    let mut sgl = sge(src, 8, lkey);
+    sgl.reserve_exact(2);
+    let capacity = sgl.capacity();
+    let write = SendOp::Write(Remote { addr: dst, rkey });
+    f.post(f.a, 1, write, sgl, SendFlags::empty());
+    f.recv(f.b, 2, sge(rbuf.0, 8, rbuf.1));
+    f.post(f.a, 3, SendOp::Send, sge(src, 8, lkey), SendFlags::empty());
+    assert_eq!(f.wait(3).len(), 3);
+    let mut spare = Vec::new();
+    f.dev.engine().take_spare_sgls(&mut spare);
+    assert_eq!(spare.len(), 3, "two sends and a receive");
+    assert!(spare.iter().all(Vec::is_empty));
+    assert!(spare.iter().any(|s| s.capacity() == capacity));
+    spare.clear();
+    f.dev.engine().take_spare_sgls(&mut spare);
+    assert!(spare.is_empty(), "each given once");
+}

@@ -144,6 +144,7 @@ impl<M: Memory> Engine<M> {
                 port_mtu: port.active_mtu,
                 timers: Timers::default(),
                 filled: Vec::new(),
+                spare_sgls: Vec::new(),
                 icrc: Icrc::Compute,
                 dcqcn: Dcqcn::default(),
             },

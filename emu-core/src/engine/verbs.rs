@@ -12,7 +12,7 @@ use crate::keys::{Access, MwType, Span};
 use crate::memory::{Memory, Space};
 use crate::qp::{Completer, NO_OBJECT, Qp, QpInit, Requester, Responder, SendWqe, Srq, XrcSrq};
 use crate::qp_attr::{AttrMask, QpAttr, QpState, QpType, check_modify};
-use crate::wr::{QpCap, RecvWr, SendWr, WorkQueue};
+use crate::wr::{QpCap, RecvWr, SendWr, Sge, WorkQueue};
 use crate::{Result, VerbsError};
 
 impl<M: Memory> Engine<M> {
@@ -187,6 +187,13 @@ impl<M: Memory> Engine<M> {
                 out.push(cq);
             }
         }
+    }
+
+    /// Appends to `out` the SGE lists (empty, with their allocations) of the WRs the engine is
+    /// done with since the last call: a driver that decodes WRs decodes into them, and posting
+    /// allocates nothing.
+    pub fn take_spare_sgls(&mut self, out: &mut Vec<Vec<Sge>>) {
+        out.append(&mut self.sh.spare_sgls);
     }
 
     /// Arms a CQ for one notification (`ibv_req_notify_cq`).

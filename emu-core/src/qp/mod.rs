@@ -19,7 +19,7 @@ use crate::rng::Rng;
 use crate::slab::Slab;
 use crate::time::{Instant, ack_timeout};
 use crate::timers::{Timer, Timers};
-use crate::wr::{QpCap, RecvWr, SendFlags, SendOp, SendWr};
+use crate::wr::{QpCap, RecvWr, SendFlags, SendOp, SendWr, Sge};
 
 mod receive;
 mod send;
@@ -44,13 +44,28 @@ pub(crate) struct Shared<M> {
     /// The CQs given completions since the user last took them, each once
     /// ([`crate::Engine::take_filled_cqs`]).
     pub filled: Vec<u32>,
+    /// SGE lists of WRs done with, for the user to decode new WRs into
+    /// ([`crate::Engine::take_spare_sgls`]).
+    pub spare_sgls: Vec<Vec<Sge>>,
     /// Whether built frames get their ICRC.
     pub icrc: Icrc,
     /// The reaction point's parameters.
     pub dcqcn: crate::reaction::Dcqcn,
 }
 
+/// The most SGE lists kept for reuse, and the longest.
+const SPARE_SGLS: usize = 1024;
+const SPARE_SGL_CAPACITY: usize = 32;
+
 impl<M> Shared<M> {
+    /// Keeps the SGE list of a WR done with, for reuse.
+    pub fn recycle(&mut self, mut sgl: Vec<Sge>) {
+        if self.spare_sgls.len() < SPARE_SGLS && sgl.capacity() <= SPARE_SGL_CAPACITY {
+            sgl.clear();
+            self.spare_sgls.push(sgl);
+        }
+    }
+
     /// Delivers a completion, with its notification or the CQ's overflow event.
     pub fn complete(&mut self, cq: u32, wc: Wc) {
         let Some(q) = self.cqs.get_mut(cq) else {
@@ -334,7 +349,7 @@ impl Qp {
     /// QP to the error state, which flushes the rest.
     pub fn retire<M>(&mut self, sh: &mut Shared<M>) {
         while let Some(status) = self.sq.front().and_then(|w| w.status) {
-            let w = self.sq.pop_front().expect("front exists");
+            let mut w = self.sq.pop_front().expect("front exists");
             self.req.retired();
             let signaled = self.init.sq_sig_all || w.wr.flags.contains(SendFlags::SIGNALED);
             if signaled || status != WcStatus::Success {
@@ -348,6 +363,7 @@ impl Qp {
                 };
                 sh.complete(self.init.send_cq, wc);
             }
+            sh.recycle(std::mem::take(&mut w.wr.sgl));
             if status != WcStatus::Success && status != WcStatus::WrFlushErr {
                 self.enter_error(sh);
             }

@@ -100,6 +100,7 @@ fn send<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, r: &Request) -> Result<(), R
         wc.wc_flags |= WcFlags::WITH_INV;
     }
     sh.complete(qp.init.recv_cq, wc);
+    sh.recycle(wr.sgl);
     qp.resp.cur = None;
     Ok(())
 }
@@ -148,6 +149,7 @@ fn write<M: Memory>(
         wc.wc_flags = WcFlags::WITH_IMM;
         wc.solicited = r.solicited;
         sh.complete(qp.init.recv_cq, wc);
+        sh.recycle(wr.sgl);
     }
     Ok(())
 }

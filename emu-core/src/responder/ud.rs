@@ -55,6 +55,7 @@ pub(super) fn handle<M: Memory>(qp: &mut Qp, sh: &mut Shared<M>, pkt: &ParsedFra
         wc.wc_flags |= WcFlags::WITH_IMM;
     }
     sh.complete(qp.init.recv_cq, wc);
+    sh.recycle(wr.sgl);
     if status != WcStatus::Success {
         qp.enter_error(sh);
     }
