@@ -254,35 +254,64 @@ struct Conn {
 }
 
 /// What is found among the connections without looking at each (the daemon asks for the next
-/// timer in every pass): their deadlines in order, and the local QPs they hold. It follows every
-/// connection added or removed and every change of those two fields.
-#[derive(Debug, Default)]
+/// timer in every pass; every REQ looks for a duplicate and a stale connection): their
+/// deadlines in order, the local QPs they hold, and who the other side is. It follows every
+/// connection added or removed and every change of those fields.
+#[derive(Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "fuzz", derive(Clone))]
 struct Index {
     deadlines: BTreeSet<(Instant, ConnId)>,
     /// Local QPN → how many connections hold it.
     qpns: HashMap<u32, u32>,
+    /// (remote CA GUID, remote communication ID) → the connections that have them.
+    remote_ids: HashMap<(u64, u32), BTreeSet<ConnId>>,
+    /// (remote CA GUID, remote QPN) → how many connections are with that QP.
+    remote_qpns: HashMap<(u64, u32), u32>,
+}
+
+/// One more (`up`) or one fewer of `key`, forgotten at none.
+fn count<K: std::hash::Hash + Eq + Copy>(counts: &mut HashMap<K, u32>, key: K, up: bool) {
+    let n = counts.entry(key).or_default();
+    if up {
+        *n += 1;
+    } else {
+        *n = n.saturating_sub(1);
+    }
+    if *n == 0 {
+        counts.remove(&key);
+    }
 }
 
 impl Index {
     fn add(&mut self, id: ConnId, c: &Conn) {
-        if let Some(at) = c.deadline {
-            self.deadlines.insert((at, id));
-        }
-        if c.local_qpn != 0 {
-            *self.qpns.entry(c.local_qpn).or_default() += 1;
-        }
+        self.update(id, c, true);
     }
 
     fn remove(&mut self, id: ConnId, c: &Conn) {
+        self.update(id, c, false);
+    }
+
+    fn update(&mut self, id: ConnId, c: &Conn, add: bool) {
         if let Some(at) = c.deadline {
-            self.deadlines.remove(&(at, id));
+            match add {
+                true => self.deadlines.insert((at, id)),
+                false => self.deadlines.remove(&(at, id)),
+            };
         }
-        if let Some(n) = self.qpns.get_mut(&c.local_qpn) {
-            *n -= 1;
-            if *n == 0 {
-                self.qpns.remove(&c.local_qpn);
-            }
+        if c.local_qpn != 0 {
+            count(&mut self.qpns, c.local_qpn, add);
+        }
+        if c.remote_qpn != 0 {
+            count(&mut self.remote_qpns, (c.remote_guid, c.remote_qpn), add);
+        }
+        let key = (c.remote_guid, c.remote_id);
+        let ids = self.remote_ids.entry(key).or_default();
+        match add {
+            true => ids.insert(id),
+            false => ids.remove(&id),
+        };
+        if ids.is_empty() {
+            self.remote_ids.remove(&key);
         }
     }
 
@@ -297,6 +326,13 @@ impl Index {
     fn set_local_qpn(&mut self, id: ConnId, c: &mut Conn, qpn: u32) {
         self.remove(id, c);
         c.local_qpn = qpn;
+        self.add(id, c);
+    }
+
+    /// Connection `id` (`c`) is with communication ID `remote_id` and QP `qpn` of CA `guid`.
+    fn set_remote(&mut self, id: ConnId, c: &mut Conn, guid: u64, remote_id: u32, qpn: u32) {
+        self.remove(id, c);
+        (c.remote_guid, c.remote_id, c.remote_qpn) = (guid, remote_id, qpn);
         self.add(id, c);
     }
 }
@@ -376,8 +412,7 @@ impl Cm {
         for (&id, c) in &self.conns {
             index.add(id, c);
         }
-        assert_eq!(index.deadlines, self.index.deadlines);
-        assert_eq!(index.qpns, self.index.qpns);
+        assert_eq!(index, self.index);
     }
 
     fn new_id(&mut self) -> ConnId {
@@ -860,10 +895,8 @@ impl Cm {
 
     /// The connection the other side names as `remote_id` of CA `guid`, if known.
     fn by_remote(&self, guid: u64, remote_id: u32) -> Option<ConnId> {
-        self.conns
-            .iter()
-            .find(|(_, c)| c.remote_guid == guid && c.remote_id == remote_id)
-            .map(|(&id, _)| id)
+        let ids = self.index.remote_ids.get(&(guid, remote_id))?;
+        ids.first().copied()
     }
 
     /// A REJ for a message this CM has no connection for.
@@ -918,9 +951,7 @@ impl Cm {
         }
         // A stale connection (12.9.8.3): that remote QP is still connected here under another
         // ID, or waits out its TIMEWAIT.
-        let stale = self.conns.values().any(|c| {
-            c.remote_guid == r.local_ca_guid && c.remote_qpn == r.local_qpn && c.remote_qpn != 0
-        });
+        let stale = (self.index.remote_qpns).contains_key(&(r.local_ca_guid, r.local_qpn));
         if stale {
             return self.refuse(
                 from,
@@ -981,11 +1012,10 @@ impl Cm {
         match c.state {
             State::ReqSent => {
                 c.state = State::RepReceived;
-                c.remote_id = r.local_comm_id;
-                c.remote_guid = r.local_ca_guid;
-                c.remote_qpn = r.local_qpn;
                 c.pending = None;
                 let id = r.remote_comm_id;
+                let (guid, remote_id, qpn) = (r.local_ca_guid, r.local_comm_id, r.local_qpn);
+                self.index.set_remote(id, c, guid, remote_id, qpn);
                 self.index.set_deadline(id, c, None);
                 self.report(
                     id,
