@@ -317,7 +317,10 @@ impl Socket {
     fn reclaim(&mut self) {
         // A frame's descriptors complete together; its first names its slot.
         while let Some(addr) = self.completion.pop() {
-            if (addr - self.tx_base).is_multiple_of(SLOT) {
+            if addr
+                .checked_sub(self.tx_base)
+                .is_some_and(|at| at.is_multiple_of(SLOT))
+            {
                 self.free.push(addr);
             }
         }
