@@ -266,20 +266,31 @@ mod tests {
         out
     }
 
-    #[test]
-    fn work_left_for_want_of_room_is_taken_later_without_a_new_notice() {
-        let (mut rings, program, _theirs) = context();
-        let (info, ring) = rings.new_ring(4, slot::recv_slot_size(1)).unwrap();
+    /// Posts `count` receives (IDs from 0) of `sgl` into a new receive ring of QP 3, as the
+    /// program would: each announced, then the doorbell rung.
+    fn receives(rings: &mut Rings, program: &Arc<Region>, count: u64, sgl: &[Sge]) {
+        let size = slot::recv_slot_size(sgl.len().max(1) as u32);
+        let (info, ring) = rings.new_ring(4, size).unwrap();
         rings.rqs.insert(3, ring);
-        let mut rq = Ring::new(&program, info).unwrap();
-        let mut notices = Notices::new(&program);
-        let mut buf = [0u8; 32];
-        for wr_id in 0..3 {
-            let n = slot::encode_recv(&RecvWr { wr_id, sgl: vec![] }, &mut buf).unwrap();
+        let mut rq = Ring::new(program, info).unwrap();
+        let mut notices = Notices::new(program);
+        let mut buf = vec![0u8; size as usize];
+        for wr_id in 0..count {
+            let wr = RecvWr {
+                wr_id,
+                sgl: sgl.to_vec(),
+            };
+            let n = slot::encode_recv(&wr, &mut buf).unwrap();
             assert!(rq.push(&buf[..n]));
             notices.announce(&rq, WorkQueue::Recv(3));
         }
         program.ring_doorbell();
+    }
+
+    #[test]
+    fn work_left_for_want_of_room_is_taken_later_without_a_new_notice() {
+        let (mut rings, program, _theirs) = context();
+        receives(&mut rings, &program, 3, &[]);
         assert_eq!(taken(&mut rings, 2).len(), 2, "room for two");
         assert_eq!(taken(&mut rings, 2).len(), 1, "the third, with no doorbell");
         assert!(taken(&mut rings, 2).is_empty());
@@ -288,22 +299,8 @@ mod tests {
     #[test]
     fn posted_work_is_decoded_into_spare_sge_lists() {
         let (mut rings, program, _theirs) = context();
-        let (info, ring) = rings.new_ring(4, slot::recv_slot_size(2)).unwrap();
-        rings.rqs.insert(3, ring);
-        let mut rq = Ring::new(&program, info).unwrap();
-        let mut notices = Notices::new(&program);
-        let mut buf = [0u8; 64];
         let sgl = vec![Sge::default(); 2];
-        for wr_id in 0..2 {
-            let wr = RecvWr {
-                wr_id,
-                sgl: sgl.clone(),
-            };
-            let n = slot::encode_recv(&wr, &mut buf).unwrap();
-            assert!(rq.push(&buf[..n]));
-            notices.announce(&rq, WorkQueue::Recv(3));
-        }
-        program.ring_doorbell();
+        receives(&mut rings, &program, 2, &sgl);
         // A spare list is used as it is found (emptied of what it held); then new ones.
         let mut spare = vec![vec![Sge::default(); 5]];
         spare[0].reserve_exact(2);

@@ -48,10 +48,15 @@ struct Ctx {
 }
 
 fn context(path: &std::path::Path, device: &str) -> Ctx {
+    context_with_cq(path, device, 256)
+}
+
+/// A context whose CQ has room for `cqe` completions.
+fn context_with_cq(path: &std::path::Path, device: &str, cqe: u32) -> Ctx {
     let mut c = Client::connect(path).unwrap();
     c.open(device).unwrap();
     let pd = c.alloc_pd().unwrap();
-    let cq = c.create_cq(256).unwrap();
+    let cq = c.create_cq(cqe).unwrap();
     with_qp(c, pd, cq, None)
 }
 
@@ -231,11 +236,7 @@ fn a_verbs_call_sees_the_work_posted_before_it() {
 #[test]
 fn completions_wait_for_room_in_the_cq_ring() {
     let d = daemon("cqroom", 1);
-    let mut a = Client::connect(d.path()).unwrap();
-    a.open("srnic0").unwrap();
-    let pd = a.alloc_pd().unwrap();
-    let cq = a.create_cq(4).unwrap();
-    let mut a = with_qp(a, pd, cq, None);
+    let mut a = context_with_cq(d.path(), "srnic0", 4);
     let mut b = context(d.path(), "srnic0");
     pair(&mut a, &mut b);
     let (src, dst) = (vec![5u8; 64], vec![0u8; 64]);
