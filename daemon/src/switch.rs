@@ -95,8 +95,9 @@ impl Switch {
 }
 
 /// Same-host frames: their bytes back to back, and (device, start, length, sealed) of each,
-/// where sealed says it carries its ICRC. Kept between passes to reuse the allocations. A frame of a device with no wire is built here in
-/// place ([`Frames::build`]), so it is never copied on its way to the engine that takes it.
+/// where sealed says it carries its ICRC. Kept between passes to reuse the allocations. A
+/// frame of a device with no wire is built here in place ([`Frames::build`]), so it is never
+/// copied on its way to the engine that takes it.
 #[derive(Default)]
 pub(crate) struct Frames {
     /// The frames in `bytes[..used]`; the rest is room already initialised, so building a

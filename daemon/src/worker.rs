@@ -209,8 +209,8 @@ impl Shared {
     }
 }
 
-/// A pass's scratch space, kept between passes to reuse its allocations: same-host frames (for the pass's devices, then for each worker's), each device's
-/// MAC, captured frames.
+/// A pass's scratch space, kept between passes to reuse its allocations: same-host frames
+/// (for the pass's devices, then for each worker's), each device's MAC, captured frames.
 pub(crate) struct Pass {
     frames: Frames,
     away: Vec<Frames>,
