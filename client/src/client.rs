@@ -14,6 +14,7 @@ use softrnic_emu_core::{
     QpInit, QpState, QpType, RecvWr, SendWr, Sge, VerbsError, Wc, WcOpcode, WcStatus, WorkQueue,
 };
 
+use crate::objects::Table;
 use crate::proto::{self, CmEvent, CmRoute, DeviceInfo, Reply, Request, UpRequest};
 use crate::share::{self, Registrations};
 use crate::shm::{Notices, Region, Ring, RingInfo};
@@ -94,6 +95,17 @@ pub struct Frame {
     pub data: Vec<u8>,
 }
 
+/// An object of the context that events name, by its handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Object {
+    /// A QP, by its number.
+    Qp(u32),
+    /// An SRQ.
+    Srq(u32),
+    /// A CQ.
+    Cq(u32),
+}
+
 /// A QP's rings: its send ring and its receive ring, which a QP on an SRQ and an XRC
 /// initiator (which receives nothing) do not have.
 struct QpRings {
@@ -171,10 +183,11 @@ pub struct Client {
     async_events: VecDeque<Event>,
     /// Per completion channel, CQs that fired and were fetched ahead of their bytes.
     cq_events: HashMap<u32, VecDeque<u32>>,
-    /// Rings, by QP, SRQ and CQ; QP capabilities for checks at post time.
-    qps: HashMap<u32, QpRings>,
-    srqs: HashMap<u32, RecvQueue>,
-    cqs: HashMap<u32, Ring>,
+    /// QPs, SRQs and CQs: their rings (with a QP's capabilities, for checks at post time)
+    /// and their owners.
+    qps: Table<QpRings>,
+    srqs: Table<RecvQueue>,
+    cqs: Table<Ring>,
     /// A slot's bytes, encoded before they go into a ring or copied out of one.
     slot: Vec<u8>,
     /// Set once the daemon has gone (it died, or closed this context): calls fail with EIO,
@@ -222,9 +235,9 @@ impl Client {
             async_fd: None,
             async_events: VecDeque::new(),
             cq_events: HashMap::new(),
-            qps: HashMap::new(),
-            srqs: HashMap::new(),
-            cqs: HashMap::new(),
+            qps: Table::new(),
+            srqs: Table::new(),
+            cqs: Table::new(),
             slot: Vec::new(),
             lost: false,
             idle_polls: 0,
@@ -528,17 +541,36 @@ impl Client {
         match self.call(Request::CreateCq { cqe, channel })? {
             Reply::CqCreated { cq, ring } => {
                 let ring = self.ring(ring)?;
-                self.cqs.insert(cq, ring);
+                self.cqs.set_queues(cq, ring);
                 Ok(cq)
             }
             r => Err(unexpected(r)),
         }
     }
 
+    /// Keeps `owner` with `object` until the object is destroyed: the provider keeps its C
+    /// structure's address there, for the events that name the object.
+    pub fn set_owner(&mut self, object: Object, owner: usize) {
+        match object {
+            Object::Qp(qpn) => self.qps.set_owner(qpn, owner),
+            Object::Srq(srq) => self.srqs.set_owner(srq, owner),
+            Object::Cq(cq) => self.cqs.set_owner(cq, owner),
+        }
+    }
+
+    /// What [`set_owner`](Self::set_owner) kept with `object`, if it still exists.
+    pub fn owner(&self, object: Object) -> Option<usize> {
+        match object {
+            Object::Qp(qpn) => self.qps.owner(qpn),
+            Object::Srq(srq) => self.srqs.owner(srq),
+            Object::Cq(cq) => self.cqs.owner(cq),
+        }
+    }
+
     /// `ibv_destroy_cq`.
     pub fn destroy_cq(&mut self, cq: u32) -> Result<()> {
         self.release(Request::DestroyCq(cq))?;
-        self.cqs.remove(&cq);
+        self.cqs.remove(cq);
         Ok(())
     }
 
@@ -567,7 +599,7 @@ impl Client {
                         });
                     }
                 };
-                self.qps.insert(qpn, QpRings { sq, rq });
+                self.qps.set_queues(qpn, QpRings { sq, rq });
                 Ok(qpn)
             }
             r => Err(unexpected(r)),
@@ -578,18 +610,18 @@ impl Client {
     pub fn modify_qp(&mut self, qpn: u32, attr: QpAttr, mask: AttrMask) -> Result<()> {
         self.ok(Request::ModifyQp { qpn, attr, mask })?;
         if mask.contains(AttrMask::STATE)
-            && let Some(q) = self.qps.get_mut(&qpn)
+            && let Some(q) = self.qps.queues_mut(qpn)
         {
             q.sq.state = attr.qp_state;
         }
         if mask.contains(AttrMask::STATE) && attr.qp_state == QpState::Reset {
             // The daemon dropped the QP's completions it still held; those already in the
             // rings go too (what a QP restarted from RESET polls is new).
-            for ring in self.cqs.values_mut() {
+            for ring in self.cqs.all_queues() {
                 ring.drop_waiting(|s| slot::decode_wc(s).is_some_and(|w| w.qp_num == qpn));
             }
             // Its receives went without completions (IBA 10.3.1): the queue is empty.
-            if let Some(QpRings { rq: Some(r), .. }) = self.qps.get_mut(&qpn) {
+            if let Some(QpRings { rq: Some(r), .. }) = self.qps.queues_mut(qpn) {
                 r.outstanding = 0;
             }
         }
@@ -607,7 +639,7 @@ impl Client {
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
         self.release(Request::DestroyQp(qpn))?;
-        self.qps.remove(&qpn);
+        self.qps.remove(qpn);
         Ok(())
     }
 
@@ -642,7 +674,7 @@ impl Client {
         if self.lost {
             return Err(gone());
         }
-        let sq = &self.qps.get(&qpn).ok_or_else(|| einval("no such QP"))?.sq;
+        let sq = &self.qps.queues(qpn).ok_or_else(|| einval("no such QP"))?.sq;
         // What the engine would refuse is refused here, at post time, as rxe does: the daemon
         // takes the WR later, when the program can no longer be told.
         if sq.state < QpState::Rts && sq.state != QpState::Err {
@@ -660,7 +692,7 @@ impl Client {
                 Some(&read[..])
             }
         };
-        let sq = &mut self.qps.get_mut(&qpn).expect("checked").sq;
+        let sq = &mut self.qps.queues_mut(qpn).expect("checked").sq;
         self.slot.resize(sq.ring.slot_size(), 0);
         let n = slot::encode_send(wr, inline, &mut self.slot)
             .ok_or_else(|| einval("the work request does not fit the QP's capabilities"))?;
@@ -704,7 +736,7 @@ impl Client {
         // Receives may be posted from INIT on, not in RESET (IBA 10.8.2.2; rxe: EINVAL).
         if self
             .qps
-            .get(&qpn)
+            .queues(qpn)
             .is_some_and(|q| q.sq.state == QpState::Reset)
         {
             return Err(Error {
@@ -712,7 +744,7 @@ impl Client {
                 message: "the QP is in RESET".into(),
             });
         }
-        let q = queue(self.qps.get_mut(&qpn).and_then(|q| q.rq.as_mut()))?;
+        let q = queue(self.qps.queues_mut(qpn).and_then(|q| q.rq.as_mut()))?;
         q.push(wr)?;
         announce(&mut self.notices, &q.ring, WorkQueue::Recv(qpn));
         Ok(())
@@ -729,7 +761,7 @@ impl Client {
     /// `ibv_poll_cq` into `out`: up to `out.len()` completions, with no syscall and no
     /// allocation; how many.
     pub fn poll_cq_into(&mut self, cq: u32, out: &mut [Wc]) -> Result<usize> {
-        let ring = self.cqs.get_mut(&cq).ok_or(Error {
+        let ring = self.cqs.queues_mut(cq).ok_or(Error {
             errno: libc::EINVAL,
             message: "no such CQ".into(),
         })?;
@@ -773,8 +805,8 @@ impl Client {
         for wc in out[..got].iter().filter(|w| w.opcode as u8 & 0x80 != 0) {
             let queue = match wc.srq {
                 // An XRC SRQ's completions name target QPs this program may not know.
-                Some(srq) => self.srqs.get_mut(&srq),
-                None => self.qps.get_mut(&wc.qp_num).and_then(|q| q.rq.as_mut()),
+                Some(srq) => self.srqs.queues_mut(srq),
+                None => self.qps.queues_mut(wc.qp_num).and_then(|q| q.rq.as_mut()),
             };
             if let Some(q) = queue {
                 q.outstanding = q.outstanding.saturating_sub(1);
@@ -947,7 +979,8 @@ impl Client {
         match self.call(req)? {
             Reply::SrqCreated { srq, ring } => {
                 let ring = self.ring(ring)?;
-                self.srqs.insert(srq, RecvQueue::new(ring, max_wr, max_sge));
+                self.srqs
+                    .set_queues(srq, RecvQueue::new(ring, max_wr, max_sge));
                 Ok(srq)
             }
             r => Err(unexpected(r)),
@@ -1015,7 +1048,7 @@ impl Client {
         if self.lost {
             return Err(gone());
         }
-        let q = queue(self.srqs.get_mut(&srq))?;
+        let q = queue(self.srqs.queues_mut(srq))?;
         q.push(wr)?;
         announce(&mut self.notices, &q.ring, WorkQueue::Srq(srq));
         Ok(())
@@ -1039,7 +1072,7 @@ impl Client {
     /// `ibv_destroy_srq`.
     pub fn destroy_srq(&mut self, srq: u32) -> Result<()> {
         self.release(Request::DestroySrq(srq))?;
-        self.srqs.remove(&srq);
+        self.srqs.remove(srq);
         Ok(())
     }
 
@@ -1048,7 +1081,7 @@ impl Client {
         match self.call(Request::ResizeCq { cq, cqe })? {
             Reply::CqCreated { ring, .. } => {
                 let ring = self.ring(ring)?;
-                self.cqs.insert(cq, ring);
+                self.cqs.set_queues(cq, ring);
                 Ok(())
             }
             r => Err(unexpected(r)),

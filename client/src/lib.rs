@@ -13,6 +13,7 @@
 //! `unsafe` is confined to [`shm`] and `share` (memory shared with another process).
 
 pub mod client;
+mod objects;
 pub mod proto;
 #[allow(unsafe_code)]
 mod share;

@@ -1,13 +1,12 @@
 //! A device context: `ibv_open_device` connects to the daemon and opens the device on that
 //! connection; the queries; async events.
 
-use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::mem::{offset_of, size_of};
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use softrnic_client::client::{Client, Error};
+use softrnic_client::client::{Client, Error, Object};
 use softrnic_client::proto::default_socket;
 use softrnic_emu_core::{DeviceAttr, Event, Gid};
 
@@ -15,23 +14,11 @@ use crate::abi::*;
 use crate::device::Device;
 use crate::{cq, memory, qp, set_errno, xrc};
 
-/// The objects events name, by their daemon handle (as addresses of their C structures).
-#[derive(Default)]
-pub struct Objects {
-    /// CQs.
-    pub cqs: HashMap<u32, usize>,
-    /// QPs, by QP number.
-    pub qps: HashMap<u32, usize>,
-    /// SRQs.
-    pub srqs: HashMap<u32, usize>,
-}
-
 /// What the context's calls share, behind its lock.
 pub struct State {
-    /// The connection to the daemon.
+    /// The connection to the daemon; it keeps the address of each QP, SRQ and CQ's C
+    /// structure with the object ([`Object`]), for the events that name it.
     pub client: Client,
-    /// Objects by handle.
-    pub objects: Objects,
     /// Whether IBV_EVENT_DEVICE_FATAL was given (once the daemon is gone).
     pub fatal_reported: bool,
     /// The SGE list of the work request being posted, kept for the next.
@@ -127,7 +114,6 @@ fn open(device: *mut Device) -> Result<*mut Context, Error> {
         attr,
         state: Mutex::new(State {
             client,
-            objects: Objects::default(),
             fatal_reported: false,
             sgl: Vec::new(),
         }),
@@ -300,14 +286,14 @@ unsafe extern "C" fn query_device_ex(
 }
 
 /// The `ibv_async_event` for an engine event, if its object still exists.
-fn async_event(o: &Objects, e: Event) -> Option<ibv_async_event> {
+fn async_event(c: &Client, e: Event) -> Option<ibv_async_event> {
     // SAFETY: plain data.
     let mut out: ibv_async_event = unsafe { std::mem::zeroed() };
-    let qp = |qpn| o.qps.get(&qpn).map(|&p| p as *mut ibv_qp);
+    let qp = |qpn| c.owner(Object::Qp(qpn)).map(|p| p as *mut ibv_qp);
     match e {
         Event::Completion { .. } => return None,
         Event::CqError { cq } => {
-            out.element.cq = *o.cqs.get(&cq)? as *mut ibv_cq;
+            out.element.cq = c.owner(Object::Cq(cq))? as *mut ibv_cq;
             out.event_type = IBV_EVENT_CQ_ERR;
         }
         Event::CommEstablished { qpn } => {
@@ -327,7 +313,7 @@ fn async_event(o: &Objects, e: Event) -> Option<ibv_async_event> {
             out.event_type = IBV_EVENT_QP_FATAL;
         }
         Event::SrqLimitReached { srq } => {
-            let p = *o.srqs.get(&srq)? as *mut qp::Srq;
+            let p = c.owner(Object::Srq(srq))? as *mut qp::Srq;
             // SAFETY: SRQs in the table are alive; the limit disarmed when it fired.
             unsafe { (*p).limit = 0 };
             out.element.srq = p.cast();
@@ -489,7 +475,7 @@ exported! {
             if open {
                 match state.client.async_event() {
                     // An event for an object already destroyed is dropped.
-                    Ok(e) => match async_event(&state.objects, e) {
+                    Ok(e) => match async_event(&state.client, e) {
                         Some(ev) => {
                             *event = ev;
                             return 0;

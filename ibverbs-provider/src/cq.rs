@@ -5,6 +5,7 @@ use std::ffi::{c_int, c_uint, c_void};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr;
 
+use softrnic_client::client::Object;
 use softrnic_emu_core::{Wc, WcOpcode, WcStatus};
 
 use crate::abi::*;
@@ -111,7 +112,7 @@ unsafe fn create(
         id,
         current: None,
     }));
-    ctx.lock().objects.cqs.insert(id, p as usize);
+    ctx.lock().client.set_owner(Object::Cq(id), p as usize);
     Ok(p)
 }
 
@@ -310,9 +311,7 @@ exported! {
         let cq = cq_.cast::<Cq>();
         let id = (*cq).id;
         (*cq).ctx().destroy("ibv_destroy_cq", cq, |s| {
-            s.client.destroy_cq(id)?;
-            s.objects.cqs.remove(&id);
-            Ok(())
+            s.client.destroy_cq(id)
         })
     }
 
@@ -375,7 +374,7 @@ exported! {
                 }
             };
             // A notification for a CQ destroyed since is dropped.
-            if let Some(&p) = state.objects.cqs.get(&cq) {
+            if let Some(p) = state.client.owner(Object::Cq(cq)) {
                 let p = p as *mut Cq;
                 *cq_out = p.cast();
                 *cq_context = (*p).ex.cq_context;

@@ -4,7 +4,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use softrnic_client::client::Client;
+use softrnic_client::client::{Client, Object};
 use softrnic_emu_core::{Gid, QpInit, QpType};
 
 use crate::abi::*;
@@ -78,7 +78,9 @@ impl Qp {
         }));
         // SAFETY: the caller's.
         let ctx = unsafe { Context::from_ibv(base.context) };
-        ctx.lock().objects.qps.insert(base.qp_num, p as usize);
+        ctx.lock()
+            .client
+            .set_owner(Object::Qp(base.qp_num), p as usize);
         p
     }
 }
@@ -354,9 +356,8 @@ impl Srq {
         // SAFETY: the caller's.
         unsafe { Context::from_ibv(context) }
             .lock()
-            .objects
-            .srqs
-            .insert(id, p as usize);
+            .client
+            .set_owner(Object::Srq(id), p as usize);
         p
     }
 
@@ -443,9 +444,7 @@ exported! {
         let q = qp.cast::<Qp>();
         let qpn = (*q).qpn();
         (*q).ctx().destroy("ibv_destroy_qp", q, |s| {
-            s.client.destroy_qp(qpn)?;
-            s.objects.qps.remove(&qpn);
-            Ok(())
+            s.client.destroy_qp(qpn)
         })
     }
 
@@ -515,9 +514,7 @@ exported! {
         let s = srq.cast::<Srq>();
         let id = (*s).id;
         Context::from_ibv((*srq).context).destroy("ibv_destroy_srq", s, |st| {
-            st.client.destroy_srq(id)?;
-            st.objects.srqs.remove(&id);
-            Ok(())
+            st.client.destroy_srq(id)
         })
     }
 }

@@ -28,6 +28,8 @@ struct Guest {
     ns: String,
     tap: String,
     qemu: Child,
+    /// The guest's serial console (a kernel panic is printed there).
+    console: PathBuf,
 }
 
 impl Guest {
@@ -98,7 +100,12 @@ impl Guest {
             .args(["-n", "-5", "-p", &qemu.id().to_string()])
             .stdout(Stdio::null())
             .status();
-        let guest = Guest { ns, tap, qemu };
+        let guest = Guest {
+            ns,
+            tap,
+            qemu,
+            console: log.clone(),
+        };
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
             let seen = std::fs::read_to_string(&log).unwrap_or_default();
@@ -126,6 +133,13 @@ impl Guest {
         use std::io::Write;
         writeln!(nc.stdin.take().unwrap(), "{cmd}\nexit").unwrap();
         let out = nc.wait_with_output().unwrap();
+        // The command server answers every connection: one refused means the guest is gone.
+        assert!(
+            out.status.success(),
+            "the guest no longer answers ({}), its console:\n{}",
+            text(&out.stderr),
+            std::fs::read_to_string(&self.console).unwrap_or_default()
+        );
         text(&out.stdout)
     }
 
