@@ -121,10 +121,30 @@ impl Guest {
         guest
     }
 
-    /// Runs a shell command in the guest and returns what it printed.
+    /// Runs a shell command in the guest and returns what it printed. A command the guest
+    /// did not see through (refused, or still running after 5 minutes) is followed by a probe:
+    /// a guest that no longer answers (a kernel panic ends qemu) fails the test, showing its
+    /// console.
     fn sh(&self, cmd: &str) -> String {
+        let out = self.nc(cmd, 300);
+        if !out.status.success() {
+            let probe = self.nc("echo alive", 60);
+            assert!(
+                text(&probe.stdout).contains("alive"),
+                "the guest no longer answers (nc: {}, {}); its console:\n{}",
+                out.status,
+                text(&out.stderr),
+                std::fs::read_to_string(&self.console).unwrap_or_default()
+            );
+        }
+        text(&out.stdout)
+    }
+
+    /// `cmd` through the guest's command server, for at most `secs` seconds.
+    fn nc(&self, cmd: &str, secs: u32) -> std::process::Output {
         let mut nc = in_ns(Some(&self.ns), "timeout")
-            .args(["300", "busybox", "nc", RXE_ADDR, GUEST_PORT])
+            .arg(secs.to_string())
+            .args(["busybox", "nc", RXE_ADDR, GUEST_PORT])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -132,15 +152,7 @@ impl Guest {
             .unwrap();
         use std::io::Write;
         writeln!(nc.stdin.take().unwrap(), "{cmd}\nexit").unwrap();
-        let out = nc.wait_with_output().unwrap();
-        // The command server answers every connection: one refused means the guest is gone.
-        assert!(
-            out.status.success(),
-            "the guest no longer answers ({}), its console:\n{}",
-            text(&out.stderr),
-            std::fs::read_to_string(&self.console).unwrap_or_default()
-        );
-        text(&out.stdout)
+        nc.wait_with_output().unwrap()
     }
 
     /// Starts `cmd` (one command) in the guest in the background, as job `name`. The job file
