@@ -131,14 +131,11 @@ struct RecvQueue {
     /// Work requests posted and not yet completed: a queue holds `max_wr` of them, as the
     /// receive queue of a hardware QP does, however much room its ring has.
     outstanding: u32,
-    /// A slot's bytes, encoded before they go into the ring.
-    slot: Vec<u8>,
 }
 
 impl RecvQueue {
     fn new(ring: Ring, max_wr: u32, max_sge: u32) -> RecvQueue {
         RecvQueue {
-            slot: vec![0; ring.slot_size()],
             ring,
             max_wr,
             max_sge,
@@ -154,15 +151,21 @@ impl RecvQueue {
                 message: "too many SGEs".into(),
             });
         }
-        let n = slot::encode_recv(wr, &mut self.slot).ok_or(Error {
-            errno: libc::EINVAL,
-            message: "too many SGEs for the ring".into(),
+        let full = Error {
+            errno: libc::ENOMEM,
+            message: "the queue is full".into(),
+        };
+        if self.outstanding >= self.max_wr {
+            return Err(full);
+        }
+        let pushed = self.ring.push_in_place(|slot| {
+            slot::encode_recv(wr, slot).map(drop).ok_or(Error {
+                errno: libc::EINVAL,
+                message: "too many SGEs for the ring".into(),
+            })
         })?;
-        if self.outstanding >= self.max_wr || !self.ring.push(&self.slot[..n]) {
-            return Err(Error {
-                errno: libc::ENOMEM,
-                message: "the queue is full".into(),
-            });
+        if !pushed {
+            return Err(full);
         }
         self.outstanding += 1;
         Ok(())
@@ -188,8 +191,6 @@ pub struct Client {
     qps: Table<QpRings>,
     srqs: Table<RecvQueue>,
     cqs: Table<Ring>,
-    /// A slot's bytes, encoded before they go into a ring or copied out of one.
-    slot: Vec<u8>,
     /// Set once the daemon has gone (it died, or closed this context): calls fail with EIO,
     /// destroys succeed, and completions already in the rings can still be polled.
     lost: bool,
@@ -238,7 +239,6 @@ impl Client {
             qps: Table::new(),
             srqs: Table::new(),
             cqs: Table::new(),
-            slot: Vec::new(),
             lost: false,
             idle_polls: 0,
             regs: Registrations::new(),
@@ -693,10 +693,12 @@ impl Client {
             }
         };
         let sq = &mut self.qps.queues_mut(qpn).expect("checked").sq;
-        self.slot.resize(sq.ring.slot_size(), 0);
-        let n = slot::encode_send(wr, inline, &mut self.slot)
-            .ok_or_else(|| einval("the work request does not fit the QP's capabilities"))?;
-        if !sq.ring.push(&self.slot[..n]) {
+        let pushed = sq.ring.push_in_place(|slot| {
+            slot::encode_send(wr, inline, slot)
+                .map(drop)
+                .ok_or_else(|| einval("the work request does not fit the QP's capabilities"))
+        })?;
+        if !pushed {
             return Err(Error {
                 errno: libc::ENOMEM,
                 message: "the send queue is full".into(),
@@ -767,10 +769,13 @@ impl Client {
         })?;
         // Completions that found the ring full wait in the daemon: room made here must wake
         // it, or they wait for its next timeout.
-        let was_full = !ring.has_room();
+        let was_full = ring.is_full();
         let mut got = 0;
-        while got < out.len() && ring.pop(&mut self.slot) {
-            match slot::decode_wc(&self.slot) {
+        while got < out.len() {
+            let Some(wc) = ring.pop_in_place(slot::decode_wc) else {
+                break;
+            };
+            match wc {
                 Some(wc) => out[got] = wc,
                 // The program wrote over its own ring: EIO, after the completions before it.
                 None if got == 0 => {

@@ -75,6 +75,11 @@ impl RingInfo {
 /// A mapped region.
 pub struct Region {
     map: Mmap,
+    /// The program's mapping: its peer is the daemon, which it trusts to keep to the rings'
+    /// contract (never to write a slot the program is writing or reading), so the program
+    /// writes and reads slots in place. The daemon's peer is a program, which may write
+    /// anything at any time: the daemon copies.
+    in_place: bool,
 }
 
 // SAFETY: the region is plain shared memory, reached only through atomics and bounds-checked
@@ -87,6 +92,7 @@ impl Region {
         let fd = sys::memfd(c"softrnic-context", REGION_BYTES as u64)?;
         let region = Region {
             map: Mmap::new(REGION_BYTES, Some((&fd, 0)))?,
+            in_place: false,
         };
         region.atomic(0).store(MAGIC, Ordering::Release);
         Ok((Arc::new(region), fd))
@@ -96,6 +102,7 @@ impl Region {
     pub fn open(fd: &OwnedFd) -> io::Result<Arc<Region>> {
         let region = Region {
             map: Mmap::new(REGION_BYTES, Some((fd, 0)))?,
+            in_place: true,
         };
         if region.atomic(0).load(Ordering::Acquire) != MAGIC {
             return Err(io::Error::new(
@@ -120,6 +127,26 @@ impl Region {
         // SAFETY: in bounds (checked above); the slot belongs to the producer until it
         // publishes it, so no one else writes it now.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.map.as_ptr().add(at), src.len()) }
+    }
+
+    /// The `len` bytes at `at` of the program's mapping, to write in place: the caller
+    /// (a ring's producer) holds them until it produces them, and the daemon neither reads
+    /// nor writes them meanwhile.
+    #[allow(clippy::mut_from_ref)]
+    fn bytes_mut(&self, at: usize, len: usize) -> &mut [u8] {
+        assert!(self.in_place && at + len <= self.map.len());
+        // SAFETY: in bounds (checked above); the program's mapping, where the daemon keeps
+        // to the contract, and the caller's slot until produced.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr().add(at), len) }
+    }
+
+    /// The `len` bytes at `at` of the program's mapping, to read in place: a slot the daemon
+    /// produced, which it does not write again until the caller consumes it.
+    fn bytes(&self, at: usize, len: usize) -> &[u8] {
+        assert!(self.in_place && at + len <= self.map.len());
+        // SAFETY: in bounds (checked above); the program's mapping, where the daemon keeps to
+        // the contract.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(at), len) }
     }
 
     /// Copies bytes at `at` out of the region.
@@ -348,22 +375,50 @@ impl Ring {
     /// Produces one slot from `msg`'s bytes (the rest of the slot is left as it was); false if
     /// the ring is full or `msg` is bigger than a slot.
     pub fn push(&mut self, msg: &[u8]) -> bool {
+        if !self.room() || msg.len() > self.slot_size() {
+            return false;
+        }
+        self.region.write(self.slot(self.mine), msg);
+        self.produced();
+        true
+    }
+
+    /// Whether a slot is free (producer side), looking at the consumer index only when the
+    /// one last seen leaves none.
+    fn room(&mut self) -> bool {
         if self.mine.wrapping_sub(self.theirs) >= self.info.slots {
             self.theirs = self.consumer().load(Ordering::Acquire);
         }
         // A consumer index that claims more than was produced is treated as "nothing consumed".
-        let used = self.mine.wrapping_sub(self.theirs);
-        if used >= self.info.slots || msg.len() > self.slot_size() {
-            return false;
-        }
-        self.region.write(self.slot(self.mine), msg);
-        self.mine = self.mine.wrapping_add(1);
-        self.producer().store(self.mine, Ordering::Release);
-        true
+        self.mine.wrapping_sub(self.theirs) < self.info.slots
     }
 
-    /// Consumes one slot, copied into `out` (resized to a slot); false if the ring is empty.
-    pub fn pop(&mut self, out: &mut Vec<u8>) -> bool {
+    /// The slot produced.
+    fn produced(&mut self) {
+        self.mine = self.mine.wrapping_add(1);
+        self.producer().store(self.mine, Ordering::Release);
+    }
+
+    /// Produces one slot that `fill` writes in place, unless it fails (then nothing is
+    /// produced); `Ok(false)` if the ring is full. The program's side only (its send and
+    /// receive rings), with no copy; the daemon copies ([`push`](Self::push)).
+    pub fn push_in_place<E>(
+        &mut self,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
+    ) -> Result<bool, E> {
+        if !self.room() {
+            return Ok(false);
+        }
+        fill(
+            self.region
+                .bytes_mut(self.slot(self.mine), self.slot_size()),
+        )?;
+        self.produced();
+        Ok(true)
+    }
+
+    /// The index of the next slot to consume, if one waits (consumer side).
+    fn next_waiting(&mut self) -> Option<u32> {
         if self.theirs == self.mine {
             self.theirs = self.producer().load(Ordering::Acquire);
         }
@@ -371,13 +426,35 @@ impl Ring {
         if waiting == 0 || waiting > self.info.slots {
             // A producer index out of the ring's range is not kept.
             self.theirs = self.mine;
-            return false;
+            return None;
         }
-        out.resize(self.slot_size(), 0);
-        self.region.read(self.slot(self.mine), out);
+        Some(self.mine)
+    }
+
+    /// The slot consumed.
+    fn consumed(&mut self) {
         self.mine = self.mine.wrapping_add(1);
         self.consumer().store(self.mine, Ordering::Release);
+    }
+
+    /// Consumes one slot, copied into `out` (resized to a slot); false if the ring is empty.
+    pub fn pop(&mut self, out: &mut Vec<u8>) -> bool {
+        let Some(at) = self.next_waiting() else {
+            return false;
+        };
+        out.resize(self.slot_size(), 0);
+        self.region.read(self.slot(at), out);
+        self.consumed();
         true
+    }
+
+    /// Consumes one slot, read in place by `read`; `None` if the ring is empty. The program's
+    /// side only (its completion rings), with no copy; the daemon copies ([`pop`](Self::pop)).
+    pub fn pop_in_place<T>(&mut self, read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        let at = self.next_waiting()?;
+        let got = read(self.region.bytes(self.slot(at), self.slot_size()));
+        self.consumed();
+        Some(got)
     }
 
     /// Drops the waiting slots `drop` picks (consumer side), keeping the others in order: they
@@ -429,6 +506,15 @@ impl Ring {
                 out
             })
             .collect()
+    }
+
+    /// Whether every slot holds a message (consumer side): the producer may have more that
+    /// wait for room.
+    pub fn is_full(&self) -> bool {
+        self.producer()
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.mine)
+            == self.info.slots
     }
 
     /// Whether there is room for another message (producer side).
@@ -505,6 +591,67 @@ mod tests {
         assert!(program.sleeping());
         program.ring_doorbell();
         assert_eq!(daemon.doorbell(), 1);
+    }
+
+    #[test]
+    fn the_program_writes_and_reads_slots_in_place_and_sees_a_full_ring() {
+        let (daemon, fd) = Region::create().unwrap();
+        let program = Region::open(&fd).unwrap();
+        let info = Allocator::default().ring(2, 16).unwrap();
+        // A send ring: the program produces in place, the daemon copies out.
+        let (mut sq, mut taken) = (
+            Ring::new(&program, info).unwrap(),
+            Ring::new(&daemon, info).unwrap(),
+        );
+        let fill = |sq: &mut Ring, v: u8| {
+            sq.push_in_place(|s: &mut [u8]| {
+                s.fill(v);
+                Ok::<_, ()>(())
+            })
+        };
+        // A fill that fails produces nothing.
+        assert_eq!(sq.push_in_place(|_| Err("no")), Err("no"));
+        assert!(!taken.has_message());
+        let mut out = Vec::new();
+        for round in 0..3u8 {
+            assert_eq!(fill(&mut sq, 2 * round), Ok(true));
+            assert_eq!(fill(&mut sq, 2 * round + 1), Ok(true));
+            assert_eq!(fill(&mut sq, 99), Ok(false), "full");
+            for k in 0..2 {
+                assert!(taken.pop(&mut out));
+                assert_eq!(out, [2 * round + k; 16]);
+            }
+        }
+        // A completion ring: the daemon copies in, the program reads in place, and sees when
+        // the ring is full (completions may then wait in the daemon).
+        let info = Allocator::default().ring(2, 16).unwrap();
+        let (mut cq, mut polled) = (
+            Ring::new(&daemon, info).unwrap(),
+            Ring::new(&program, info).unwrap(),
+        );
+        for round in 0..3u8 {
+            assert!(!polled.is_full());
+            assert!(cq.push(&[2 * round; 16]) && cq.push(&[2 * round + 1; 16]));
+            assert!(polled.is_full());
+            for k in 0..2 {
+                assert_eq!(
+                    polled.pop_in_place(<[u8]>::to_vec),
+                    Some(vec![2 * round + k; 16])
+                );
+                assert!(!polled.is_full());
+            }
+            assert_eq!(polled.pop_in_place(|_| ()), None);
+        }
+    }
+
+    #[test]
+    #[should_panic]
+    fn the_daemon_never_writes_a_slot_in_place() {
+        let (daemon, _fd) = Region::create().unwrap();
+        let info = Allocator::default().ring(2, 16).unwrap();
+        let _ = Ring::new(&daemon, info)
+            .unwrap()
+            .push_in_place(|_| Ok::<_, ()>(()));
     }
 
     #[test]
