@@ -529,15 +529,22 @@ impl Ring {
 mod tests {
     use super::*;
 
+    /// A new ring of `slots` slots of `size` bytes, as its producer on `from` and its consumer
+    /// on `to` see it.
+    fn ring(
+        alloc: &mut Allocator,
+        (from, to): (&Arc<Region>, &Arc<Region>),
+        (slots, size): (u32, u32),
+    ) -> (Ring, Ring) {
+        let info = alloc.ring(slots, size).unwrap();
+        (Ring::new(from, info).unwrap(), Ring::new(to, info).unwrap())
+    }
+
     #[test]
     fn dropping_waiting_slots_keeps_the_others_in_order() {
         let (daemon, fd) = Region::create().unwrap();
         let program = Region::open(&fd).unwrap();
-        let info = Allocator::default().ring(8, 8).unwrap();
-        let (mut tx, mut rx) = (
-            Ring::new(&daemon, info).unwrap(),
-            Ring::new(&program, info).unwrap(),
-        );
+        let (mut tx, mut rx) = ring(&mut Allocator::default(), (&daemon, &program), (8, 8));
         let mut out = Vec::new();
         // Wrap the indexes first: the ring's slots are reused across its end.
         for i in 0..6u8 {
@@ -597,12 +604,9 @@ mod tests {
     fn the_program_writes_and_reads_slots_in_place_and_sees_a_full_ring() {
         let (daemon, fd) = Region::create().unwrap();
         let program = Region::open(&fd).unwrap();
-        let info = Allocator::default().ring(2, 16).unwrap();
+        let mut alloc = Allocator::default();
         // A send ring: the program produces in place, the daemon copies out.
-        let (mut sq, mut taken) = (
-            Ring::new(&program, info).unwrap(),
-            Ring::new(&daemon, info).unwrap(),
-        );
+        let (mut sq, mut taken) = ring(&mut alloc, (&program, &daemon), (2, 16));
         let fill = |sq: &mut Ring, v: u8| {
             sq.push_in_place(|s: &mut [u8]| {
                 s.fill(v);
@@ -624,11 +628,7 @@ mod tests {
         }
         // A completion ring: the daemon copies in, the program reads in place, and sees when
         // the ring is full (completions may then wait in the daemon).
-        let info = Allocator::default().ring(2, 16).unwrap();
-        let (mut cq, mut polled) = (
-            Ring::new(&daemon, info).unwrap(),
-            Ring::new(&program, info).unwrap(),
-        );
+        let (mut cq, mut polled) = ring(&mut alloc, (&daemon, &program), (2, 16));
         for round in 0..3u8 {
             assert!(!polled.is_full());
             assert!(cq.push(&[2 * round; 16]) && cq.push(&[2 * round + 1; 16]));
