@@ -131,13 +131,43 @@ impl Guest {
             let probe = self.nc("echo alive", 60);
             assert!(
                 text(&probe.stdout).contains("alive"),
-                "the guest no longer answers (nc: {}, {}); its console:\n{}",
+                "the guest no longer answers (nc: {}, {}); {}its console:\n{}",
                 out.status,
                 text(&out.stderr),
+                self.state(),
                 std::fs::read_to_string(&self.console).unwrap_or_default()
             );
         }
         text(&out.stdout)
+    }
+
+    /// What the host sees of the guest, twice, 5 s apart: qemu's state and CPU time (a hung
+    /// guest spins or sleeps), and the tap's counters (traffic still flowing, or none).
+    fn state(&self) -> String {
+        let mut seen = String::new();
+        for _ in 0..2 {
+            let ps = Command::new("ps")
+                .args([
+                    "-o",
+                    "stat=,etime=,time=",
+                    "-p",
+                    &self.qemu.id().to_string(),
+                ])
+                .output()
+                .unwrap();
+            let link = Command::new("ip")
+                .args(["-n", &self.ns, "-s", "link", "show", &self.tap])
+                .output()
+                .unwrap();
+            let _ = writeln!(
+                seen,
+                "qemu (state, elapsed, CPU): {}tap:\n{}",
+                text(&ps.stdout),
+                text(&link.stdout)
+            );
+            std::thread::sleep(Duration::from_secs(5));
+        }
+        seen
     }
 
     /// `cmd` through the guest's command server, for at most `secs` seconds.
