@@ -509,12 +509,10 @@ impl Ring {
     }
 
     /// Whether every slot holds a message (consumer side): the producer may have more that
-    /// wait for room.
-    pub fn is_full(&self) -> bool {
-        self.producer()
-            .load(Ordering::Acquire)
-            .wrapping_sub(self.mine)
-            == self.info.slots
+    /// wait for room. The producer index read is kept for the next [`pop`](Self::pop).
+    pub fn is_full(&mut self) -> bool {
+        self.theirs = self.producer().load(Ordering::Acquire);
+        self.theirs.wrapping_sub(self.mine) == self.info.slots
     }
 
     /// Whether there is room for another message (producer side).

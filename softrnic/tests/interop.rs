@@ -145,7 +145,10 @@ impl Guest {
     /// guest spins or sleeps), and the tap's counters (traffic still flowing, or none).
     fn state(&self) -> String {
         let mut seen = String::new();
-        for _ in 0..2 {
+        for sample in 0..2 {
+            if sample > 0 {
+                std::thread::sleep(Duration::from_secs(5));
+            }
             let ps = Command::new("ps")
                 .args([
                     "-o",
@@ -165,7 +168,6 @@ impl Guest {
                 text(&ps.stdout),
                 text(&link.stdout)
             );
-            std::thread::sleep(Duration::from_secs(5));
         }
         seen
     }
