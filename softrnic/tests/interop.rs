@@ -30,6 +30,8 @@ struct Guest {
     qemu: Child,
     /// The guest's serial console (a kernel panic is printed there).
     console: PathBuf,
+    /// qemu's monitor (a Unix socket), to send SysRq keys to a hung guest.
+    monitor: PathBuf,
 }
 
 impl Guest {
@@ -74,6 +76,8 @@ impl Guest {
             .output();
         let log = image.join(format!("console-{id}.log"));
         let console = std::fs::File::create(&log).unwrap();
+        let monitor = image.join(format!("monitor-{id}.sock"));
+        let _ = std::fs::remove_file(&monitor);
         let qemu = in_ns(Some(&ns), "qemu-system-x86_64")
             .args(["-accel", "tcg", "-cpu", "max", "-m", "1024", "-smp", "1"])
             .args(["-nographic", "-no-reboot", "-kernel"])
@@ -89,6 +93,8 @@ impl Guest {
                 &format!("tap,id=n0,ifname={tap},script=no,downscript=no"),
             ])
             .args(["-device", "virtio-net-pci,netdev=n0"])
+            .arg("-monitor")
+            .arg(format!("unix:{},server,nowait", monitor.display()))
             .stdin(Stdio::null())
             .stdout(console.try_clone().unwrap())
             .stderr(console)
@@ -105,6 +111,7 @@ impl Guest {
             tap,
             qemu,
             console: log.clone(),
+            monitor,
         };
         let deadline = Instant::now() + Duration::from_secs(180);
         loop {
@@ -124,21 +131,43 @@ impl Guest {
     /// Runs a shell command in the guest and returns what it printed. A command the guest
     /// did not see through (refused, or still running after 5 minutes) is followed by a probe:
     /// a guest that no longer answers (a kernel panic ends qemu) fails the test, showing its
-    /// console.
+    /// console, with the stacks the kernel was asked for.
     fn sh(&self, cmd: &str) -> String {
         let out = self.nc(cmd, 300);
         if !out.status.success() {
             let probe = self.nc("echo alive", 60);
-            assert!(
-                text(&probe.stdout).contains("alive"),
-                "the guest no longer answers (nc: {}, {}); {}its console:\n{}",
-                out.status,
-                text(&out.stderr),
-                self.state(),
-                std::fs::read_to_string(&self.console).unwrap_or_default()
-            );
+            if !text(&probe.stdout).contains("alive") {
+                let sysrq = self.sysrq();
+                panic!(
+                    "the guest no longer answers (nc: {}, {}); {sysrq}{}its console:\n{}",
+                    out.status,
+                    text(&out.stderr),
+                    self.state(),
+                    std::fs::read_to_string(&self.console).unwrap_or_default()
+                );
+            }
         }
         text(&out.stdout)
+    }
+
+    /// Has the guest's kernel print, on its console, the stack of what its CPU runs (SysRq
+    /// l) and of its blocked tasks (w), every message shown (9): a guest spinning in the
+    /// kernel shows where, one waiting shows on what. The guest's init enables SysRq; the
+    /// keys go through qemu's monitor to its keyboard. What went wrong sending them, if
+    /// anything.
+    fn sysrq(&self) -> String {
+        use std::io::Write;
+        let sent = std::os::unix::net::UnixStream::connect(&self.monitor).and_then(|mut m| {
+            for key in ["9", "l", "w"] {
+                writeln!(m, "sendkey alt-sysrq-{key}")?;
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            Ok(())
+        });
+        match sent {
+            Ok(()) => String::new(),
+            Err(e) => format!("SysRq through qemu's monitor: {e}; "),
+        }
     }
 
     /// What the host sees of the guest, twice, 5 s apart: qemu's state and CPU time (a hung
@@ -262,6 +291,7 @@ impl Drop for Guest {
     fn drop(&mut self) {
         let _ = self.qemu.kill();
         let _ = self.qemu.wait();
+        let _ = std::fs::remove_file(&self.monitor);
         let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
     }
 }
