@@ -23,11 +23,12 @@ trap cleanup EXIT
 run_in() { local n=$1; shift; if [ "$n" = - ]; then "$@"; else ip netns exec "$n" "$@"; fi; }
 
 # A daemon with one device: `daemon NAME NS [NETDEV]`; its socket is $work/NAME.sock. With
-# WORKERS set, it runs that many data-path threads; with DEVICES, that many local devices.
+# WORKERS set, it runs that many data-path threads; with DEVICES, that many local devices; with
+# SHARDS, that many shards for each.
 daemon() {
     local name=$1 n=$2 dev=${3:-}
     local sock=$work/$name.sock
-    run_in "$n" env SOFTRNIC_SOCKET="$sock" bash -c "exec -a softrnic-bench-$$ $bin daemon ${WORKERS:+--workers $WORKERS}" >"$work/$name.log" 2>&1 &
+    run_in "$n" env SOFTRNIC_SOCKET="$sock" bash -c "exec -a softrnic-bench-$$ $bin daemon ${WORKERS:+--workers $WORKERS} ${SHARDS:+--shards $SHARDS}" >"$work/$name.log" 2>&1 &
     for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
     if [ -n "$dev" ]; then
         run_in "$n" env SOFTRNIC_SOCKET="$sock" "$bin" up --netdev "$dev" >/dev/null

@@ -5,17 +5,18 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
+use std::ops::Range;
 use std::time::Duration;
 
 use softrnic_client::proto::DeviceInfo;
-use softrnic_emu_core::{Engine, Gid, Instant, Sge};
+use softrnic_emu_core::{Engine, Gid, Instant, Lane, Lanes, Sge};
 use softrnic_link::{Backend, Link, gid, neigh};
 use softrnic_sys as sys;
 use softrnic_wire::{EthernetAddress, Icrc};
 
 use crate::context::Port;
 use crate::rings::Posted;
-use crate::switch::{Frames, Switch, Tap};
+use crate::switch::{Frames, Station, Switch, Tap};
 use crate::{ProcessMemory, in_netns};
 
 /// How a device reaches the wire.
@@ -41,9 +42,32 @@ impl Wire {
     }
 }
 
-/// A device: an engine on a wire.
+/// Which of its device's engines a [`Device`] is. A device with no wire runs one engine per
+/// worker thread, its shards, at consecutive device indexes from the first's (`head`): each
+/// numbers its QPs in its own lane, so a frame finds its shard by destination QPN, and serves
+/// the contexts given to it. The first also has the device's CM (QP1), and is where the
+/// device's name is found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shard {
+    pub head: usize,
+    pub lane: Lane,
+}
+
+impl Shard {
+    pub fn is_head(self) -> bool {
+        self.lane.index() == 0
+    }
+
+    /// The device indexes of all the shards of its device.
+    pub fn all(self) -> Range<usize> {
+        self.head..self.head + self.lane.count() as usize
+    }
+}
+
+/// A device, or one of its shards: an engine on a wire.
 pub(crate) struct Device {
     pub info: DeviceInfo,
+    pub shard: Shard,
     pub engine: Engine<ProcessMemory>,
     pub wire: Wire,
     /// Keeps the GID table in sync with the interface's addresses.
@@ -77,11 +101,11 @@ pub(crate) enum Outgoing {
 }
 
 /// What a pass's sending needs to know, worked out once per pass: the time, whether a capture
-/// runs, and each device's MAC (same-host delivery is by MAC).
+/// runs, and each device's station (same-host delivery is by MAC, then by QPN to a shard).
 pub(crate) struct Out<'a> {
     pub now: Instant,
     pub capturing: bool,
-    pub macs: &'a [Option<[u8; 6]>],
+    pub stations: &'a [Option<Station>],
 }
 
 impl Device {
@@ -149,7 +173,7 @@ impl Device {
                 self.info.mac = port.mac;
                 self.moved = true;
             }
-            switch.set(d, &self.info);
+            switch.set(d, self.shard.lane.count() as usize, &self.info);
             any = true;
         }
         self.engine.set_icrc(if self.seals(out) {
@@ -164,7 +188,9 @@ impl Device {
                     taps.push(Tap::now(d, false, f));
                 }
                 // A device of this daemon sent it, and it was delivered on this host already.
-                if is_group(f) && out.macs.iter().flatten().any(|m| f.get(6..12) == Some(m)) {
+                if is_group(f)
+                    && (out.stations.iter().flatten()).any(|s| f.get(6..12) == Some(&s.mac))
+                {
                     return;
                 }
                 engine.handle_packet(out.now, f)
@@ -210,7 +236,7 @@ impl Device {
             let mut any = false;
             while let Some(n) = frames.build(&mut produce) {
                 any = true;
-                match route(frames.built(n), out.macs) {
+                match route(frames.built(n), out.stations) {
                     Route::Group(to) => frames.keep_for(to, n, sealed),
                     Route::Host(to) => frames.keep(to, n, sealed),
                     // No wire: a frame for no device of this daemon goes nowhere.
@@ -222,7 +248,7 @@ impl Device {
         // The next frame, built into `buf`: its length and whether it goes on the wire.
         let mut next = |buf: &mut [u8]| -> Option<(usize, bool)> {
             let n = produce(buf)?;
-            Some(match route(&buf[..n], out.macs) {
+            Some(match route(&buf[..n], out.stations) {
                 Route::Group(to) => {
                     to.for_each(|to| frames.push(to, &buf[..n], sealed));
                     (n, true)
@@ -386,9 +412,10 @@ fn is_group(frame: &[u8]) -> bool {
     frame.first().is_some_and(|b| b & 1 != 0)
 }
 
-/// Where a frame goes: a device of this daemon (found by its MAC in `macs`), the wire, or, for
-/// a multicast frame, the wire and every device of this daemon (this one included), as the
-/// kernel loops multicast back to local members.
+/// Where a frame goes: a device of this daemon (found by its MAC in `stations`, then its shard
+/// by destination QPN), the wire, or, for a multicast frame, the wire and every shard of every
+/// device of this daemon (this one included), as the kernel loops multicast back to local
+/// members.
 enum Route<I> {
     Group(I),
     Host(usize),
@@ -397,15 +424,31 @@ enum Route<I> {
 
 fn route<'m>(
     frame: &[u8],
-    macs: &'m [Option<[u8; 6]>],
+    stations: &'m [Option<Station>],
 ) -> Route<impl Iterator<Item = usize> + use<'m>> {
     if is_group(frame) {
-        return Route::Group((0..macs.len()).filter(|&to| macs[to].is_some()));
+        let shards = |(d, s): (usize, &Option<Station>)| Some(d..d + s.as_ref()?.shards);
+        return Route::Group(stations.iter().enumerate().filter_map(shards).flatten());
     }
     let dst = &frame[..6];
-    match macs.iter().position(|m| m.is_some_and(|m| m == dst)) {
-        Some(to) => Route::Host(to),
+    match stations
+        .iter()
+        .position(|s| s.is_some_and(|s| s.mac == dst))
+    {
+        Some(d) => Route::Host(d + shard_of(frame, stations[d].map_or(1, |s| s.shards))),
         None => Route::Wire,
+    }
+}
+
+/// Which of `shards` shards takes a unicast frame: its destination QPN's lane. A frame an
+/// engine built always has one; anything else goes to the first shard, which drops it.
+fn shard_of(frame: &[u8], shards: usize) -> usize {
+    if shards == 1 {
+        return 0;
+    }
+    match softrnic_wire::frame::dest_qp(frame).map(|qpn| Lane::of(qpn, shards as u32)) {
+        Ok(Lanes::One(k)) => k as usize,
+        _ => 0,
     }
 }
 
@@ -415,3 +458,43 @@ const SPARE_SGLS: usize = 4096;
 /// How many times the engine's next frame waits for room in a full transmit ring (each try
 /// lets the kernel drain it) before the pass goes on without it.
 const TX_TRIES: usize = 64;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use softrnic_wire::{MULTICAST_QPN, Opcode, sample};
+
+    fn frame(dst: [u8; 6], qpn: u32) -> Vec<u8> {
+        let mut s = sample::example(Opcode::RcSendOnly, sample::Ip::V4, 1, 8);
+        s.repr.eth.dst = EthernetAddress(dst);
+        s.repr.bth.dest_qp = qpn;
+        s.frame()
+    }
+
+    #[test]
+    fn a_frame_goes_to_its_device_then_to_the_shard_of_its_qpn() {
+        let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+        // Device a at index 0, alone; device b in three shards, at 1, 2 and 3.
+        let station = |mac, shards| Some(Station { mac, shards });
+        let stations = [station(a, 1), station(b, 3), None, None];
+        let host = |f: &[u8]| match route(f, &stations) {
+            Route::Host(d) => Some(d),
+            _ => None,
+        };
+        assert_eq!(host(&frame(a, 0x20)), Some(0));
+        assert_eq!(host(&frame(b, 0x20)), Some(1 + 0x20 % 3));
+        assert_eq!(host(&frame(b, 0x21)), Some(1 + 0x21 % 3));
+        // QP1, the CM's, is the first shard's.
+        assert_eq!(host(&frame(b, 1)), Some(1));
+        assert!(matches!(
+            route(&frame([2, 0, 0, 0, 0, 0xc], 0x20), &stations),
+            Route::Wire
+        ));
+        // A multicast datagram reaches every shard of every device (and the wire).
+        let group = frame([0x01, 0, 0x5e, 1, 2, 3], MULTICAST_QPN);
+        let Route::Group(to) = route(&group, &stations) else {
+            panic!("not a group's")
+        };
+        assert_eq!(to.collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+}

@@ -33,7 +33,7 @@ use std::sync::{Arc, MutexGuard};
 use std::time::Instant as StdInstant;
 
 use crossbeam_channel::Receiver;
-use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant};
+use softrnic_emu_core::{Config, DeviceAttr, Engine, Gid, Instant, Lane};
 use softrnic_wire::EthernetAddress;
 
 pub use memory::ProcessMemory;
@@ -42,7 +42,7 @@ use softrnic_link::{AfPacket, AfXdp, XdpMode, gid};
 use softrnic_sys as sys;
 
 use context::Context;
-use device::{Device, Wire};
+use device::{Device, Shard, Wire};
 use switch::Frames;
 use worker::{Locked, MAX_SLEEP_MS, Pass, SPIN, Shared};
 
@@ -62,6 +62,8 @@ pub struct Daemon {
     inboxes: Vec<Receiver<Frames>>,
     /// The scratch space of the passes a verbs call runs on its device.
     pass: Pass,
+    /// How many shards (engines) a device with no wire has.
+    shards: usize,
     /// The rdma_cm ids of every event channel.
     cm: rdma_cm::RdmaCm,
 }
@@ -106,6 +108,17 @@ pub fn default_workers() -> usize {
             let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
             (cpus / 2).max(1)
         })
+}
+
+/// How many shards a daemon gives each device with no wire unless told: `SOFTRNIC_SHARDS`,
+/// or one. More spread the programs of one device over the workers; an XRC domain cannot be
+/// shared by programs on different shards.
+pub fn default_shards() -> usize {
+    std::env::var("SOFTRNIC_SHARDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(1)
 }
 
 /// Runs `f` in a thread that has entered network namespace `netns` (if any): sockets opened
@@ -161,8 +174,15 @@ impl Daemon {
             shared: Arc::new(shared),
             inboxes,
             pass,
+            shards: 1,
             cm: rdma_cm::RdmaCm::seeded(sys::random_u64()),
         })
+    }
+
+    /// Gives each device with no wire brought up from now on `shards` engines (at least
+    /// one), so that its programs' QPs run on as many workers (see [`device::Shard`]).
+    pub fn set_shards(&mut self, shards: usize) {
+        self.shards = shards.max(1);
     }
 
     /// Serves users as `sharing` says: a group of them on the socket, an admin group, limits.
@@ -391,10 +411,11 @@ impl Daemon {
         let mut names = BTreeMap::new();
         for tap in taps {
             let d = tap.device;
-            let name = names
-                .entry(d)
-                .or_insert_with(|| device_at(&self.devices, d).map(|x| x.info.name.clone()));
-            let Some(name) = name.clone() else {
+            // A capture of a device takes the frames of all its shards.
+            let named = names.entry(d).or_insert_with(|| {
+                device_at(&self.devices, d).map(|x| (x.info.name.clone(), x.shard.head))
+            });
+            let Some((name, d)) = named.clone() else {
                 continue;
             };
             for ctx in self.contexts.iter_mut().flatten() {
@@ -426,21 +447,33 @@ impl Daemon {
         })
     }
 
+    /// The index of device `name` (of its first shard).
     fn device_index(&self, name: &str) -> Option<usize> {
-        (0..self.devices.len())
-            .find(|&d| device_at(&self.devices, d).is_some_and(|dev| dev.info.name == name))
+        (0..self.devices.len()).find(|&d| {
+            device_at(&self.devices, d)
+                .is_some_and(|dev| dev.info.name == name && dev.shard.is_head())
+        })
     }
 
-    /// Adds a device (`softrnic up`).
-    /// Brings up a device, its engine seeded with `seeds` (its first PSNs and QPNs, and the
-    /// secret its keys derive from).
+    /// The index of every device (of its first shard: where its name, CM and counters are).
+    fn heads(&self) -> Vec<usize> {
+        (0..self.devices.len())
+            .filter(|&d| device_at(&self.devices, d).is_some_and(|dev| dev.shard.is_head()))
+            .collect()
+    }
+
+    /// The indexes of the shards of the device at `d`.
+    fn shards(&self, d: usize) -> std::ops::Range<usize> {
+        device_at(&self.devices, d).map_or(d..d, |dev| dev.shard.all())
+    }
+
+    /// Adds a device (`softrnic up`), its engines seeded with `seeds` (their first PSNs and
+    /// QPNs, and the secret their keys derive from). Its name is the first `srnicN` free.
     fn up(&mut self, req: &UpRequest, seeds: [u64; 2]) -> io::Result<String> {
-        let n = self
-            .devices
-            .iter()
-            .position(Option::is_none)
-            .unwrap_or(self.devices.len());
-        let name = format!("srnic{n}");
+        let number = (0..)
+            .find(|m| self.device_index(&format!("srnic{m}")).is_none())
+            .expect("a free name");
+        let name = format!("srnic{number}");
         // A local device stands on `lo` with its addresses, as rxe attached to it, unless
         // another does already.
         let lo = req.netdev.is_none() && !self.has_lo();
@@ -452,67 +485,84 @@ impl Daemon {
                         "a wire backend needs --netdev",
                     ));
                 }
-                let mac = local_mac(n);
+                let mac = local_mac(number);
                 let why = match lo {
                     true => format!("{LOCAL}; on lo with its addresses, as rxe attached to lo"),
                     false => LOCAL.to_owned(),
                 };
-                let gids = local_gids(n, lo);
+                let gids = local_gids(number, lo);
                 (Wire::Local, None, BackendKind::Local, why, mac, 9000, gids)
             }
-            Some(ifname) => self.open_wire(n, ifname, req)?,
+            Some(ifname) => self.open_wire(number, ifname, req)?,
         };
-        let config = Config {
-            seed: seeds[0],
-            key_secret: seeds[1],
-            mac: EthernetAddress(mac),
-            gids: gids.clone(),
-            eth_mtu: mtu,
-            device: DeviceAttr::default(),
+        // Only a device with no wire is sharded: a wire's frames come in through one engine.
+        let shards = match wire {
+            Wire::Local => self.shards,
+            Wire::Link(_) => 1,
         };
+        let n = (0..=self.devices.len())
+            .find(|&n| (n..n + shards).all(|d| self.devices.get(d).is_none_or(Option::is_none)))
+            .expect("room past the end");
+        if self.devices.len() < n + shards {
+            self.devices.resize(n + shards, None);
+        }
         let netdev = match lo {
             true => Some("lo".to_owned()),
             false => req.netdev.clone(),
         };
-        let dev = Device {
-            info: DeviceInfo {
-                name: name.clone(),
-                netdev,
-                netns: req.netns.clone(),
-                backend,
-                backend_reason: reason,
-                mac,
-                gids,
-                objects: [0; 4],
-                contexts: 0,
-            },
-            engine: Engine::new(config, ProcessMemory::default()),
-            wire,
-            watch,
-            neighbours: HashMap::new(),
-            multicast: BTreeSet::new(),
-            ports: BTreeMap::new(),
-            xrcd_files: BTreeMap::new(),
-            moved: false,
-            posted: Vec::new(),
-            unfilled: Vec::new(),
-            spare_sgls: Vec::new(),
+        let info = DeviceInfo {
+            name: name.clone(),
+            netdev,
+            netns: req.netns.clone(),
+            backend,
+            backend_reason: reason,
+            mac,
+            gids: gids.clone(),
+            objects: [0; 4],
+            contexts: 0,
         };
         tracing::info!(
             device = %name,
             netdev = ?req.netdev,
             backend = ?backend,
-            reason = %dev.info.backend_reason,
+            reason = %info.backend_reason,
+            shards,
             "device up"
         );
-        self.shared.switch.set(n, &dev.info);
-        let dev = Arc::new(Locked::new(dev));
-        if n == self.devices.len() {
-            self.devices.push(Some(Arc::clone(&dev)));
-        } else {
-            self.devices[n] = Some(Arc::clone(&dev));
+        self.shared.switch.set(n, shards, &info);
+        let mut wire = Some(wire);
+        let mut watch = watch;
+        for k in 0..shards {
+            let lane = Lane::new(k as u32, shards as u32).expect("k < shards");
+            let config = Config {
+                // Each shard its own PSNs and CM ids; one key secret.
+                seed: seeds[0].wrapping_add(k as u64),
+                key_secret: seeds[1],
+                mac: EthernetAddress(mac),
+                gids: gids.clone(),
+                eth_mtu: mtu,
+                device: DeviceAttr::default(),
+                lane,
+            };
+            let dev = Device {
+                info: info.clone(),
+                shard: Shard { head: n, lane },
+                engine: Engine::new(config, ProcessMemory::default()),
+                wire: wire.take().unwrap_or(Wire::Local),
+                watch: watch.take(),
+                neighbours: HashMap::new(),
+                multicast: BTreeSet::new(),
+                ports: BTreeMap::new(),
+                xrcd_files: BTreeMap::new(),
+                moved: false,
+                posted: Vec::new(),
+                unfilled: Vec::new(),
+                spare_sgls: Vec::new(),
+            };
+            let dev = Arc::new(Locked::new(dev));
+            self.devices[n + k] = Some(Arc::clone(&dev));
+            self.shared.set_device(n + k, Some(dev));
         }
-        self.shared.set_device(n, Some(dev));
         self.listen_on_new_device(n);
         Ok(name)
     }
@@ -607,6 +657,7 @@ impl Running {
     /// Binds `path` and serves it on a new thread.
     pub fn start(path: &Path) -> io::Result<Running> {
         let mut daemon = Daemon::bind(path, default_workers())?;
+        daemon.set_shards(default_shards());
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || daemon.run(&flag));

@@ -7,9 +7,9 @@
 use std::io;
 use std::os::fd::AsRawFd;
 
-use softrnic_emu_core::{Access, AttrMask, QpType, Span, VerbsError, key_index};
+use softrnic_emu_core::{Access, AttrMask, Counters, QpType, Span, VerbsError, key_index};
 
-use crate::context::Port;
+use crate::context::{Context, Port};
 use crate::rings::Rings;
 use crate::{Daemon, device_at};
 use softrnic_client::proto::{self, Reply, Request, SharedPages};
@@ -97,8 +97,10 @@ impl Daemon {
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));
                 };
+                let shards = self.shards(d);
                 for c in 0..self.contexts.len() {
-                    let Some(x) = self.contexts[c].as_mut().filter(|x| x.device == Some(d)) else {
+                    let on = |x: &&mut Context| x.device.is_some_and(|s| shards.contains(&s));
+                    let Some(x) = self.contexts[c].as_mut().filter(on) else {
                         continue;
                     };
                     if c == i {
@@ -109,41 +111,46 @@ impl Daemon {
                     }
                 }
                 self.cm_device_removed(d);
-                self.devices[d] = None;
                 self.shared.switch.remove(d);
-                self.shared.set_device(d, None);
+                for s in shards {
+                    self.devices[s] = None;
+                    self.shared.set_device(s, None);
+                }
                 tracing::info!(device = %name, "device down");
                 Reply::Ok
             }
-            Request::Counters { name } => {
-                match self
-                    .device_index(&name)
-                    .and_then(|d| device_at(&self.devices, d))
-                {
-                    Some(dev) => Reply::Counters(dev.engine.counters().clone()),
-                    None => error(libc::ENODEV, format!("no device {name}")),
+            Request::Counters { name } => match self.device_index(&name) {
+                Some(d) => {
+                    let mut sum = Counters::default();
+                    for s in self.shards(d) {
+                        if let Some(dev) = device_at(&self.devices, s) {
+                            sum.add(dev.engine.counters());
+                        }
+                    }
+                    Reply::Counters(sum)
                 }
-            }
+                None => error(libc::ENODEV, format!("no device {name}")),
+            },
             Request::Dcqcn { name, set } => {
                 if set.is_some() && !self.is_admin(i) {
                     return error(libc::EPERM, ADMIN);
                 }
-                match self
-                    .device_index(&name)
-                    .and_then(|d| device_at(&self.devices, d))
-                {
-                    Some(mut dev) => {
-                        if let Some(p) = set {
-                            if let Err(e) = p.check() {
-                                return error(libc::EINVAL, e);
-                            }
-                            dev.engine.set_dcqcn(p);
-                            tracing::info!(device = %name, "DCQCN parameters set");
-                        }
-                        Reply::Dcqcn(*dev.engine.dcqcn())
+                let Some(d) = self.device_index(&name) else {
+                    return error(libc::ENODEV, format!("no device {name}"));
+                };
+                if let Some(p) = set {
+                    if let Err(e) = p.check() {
+                        return error(libc::EINVAL, e);
                     }
-                    None => error(libc::ENODEV, format!("no device {name}")),
+                    for s in self.shards(d) {
+                        if let Some(mut dev) = device_at(&self.devices, s) {
+                            dev.engine.set_dcqcn(p);
+                        }
+                    }
+                    tracing::info!(device = %name, "DCQCN parameters set");
                 }
+                let dev = device_at(&self.devices, d).expect("found");
+                Reply::Dcqcn(*dev.engine.dcqcn())
             }
             // A capture shows every program's frames, other users' too.
             Request::Capture { device } => {
@@ -173,6 +180,7 @@ impl Daemon {
                 let Some(d) = self.device_index(&name) else {
                     return error(libc::ENODEV, format!("no device {name}"));
                 };
+                let d = self.shard_for(i, d);
                 let ctx = self.contexts[i].as_mut().expect("open");
                 if ctx.device.is_some() || ctx.cm.is_some() {
                     return error(libc::EINVAL, "this connection is in use already");
@@ -284,21 +292,41 @@ impl Daemon {
         })
     }
 
+    /// Each device, with the objects and contexts of all its shards.
     fn device_infos(&self) -> Vec<proto::DeviceInfo> {
-        self.devices
-            .iter()
-            .enumerate()
-            .filter_map(|(d, _)| {
-                let dev = device_at(&self.devices, d)?;
-                let mut info = dev.info.clone();
+        let mut infos = Vec::new();
+        for d in self.heads() {
+            let mut info = device_at(&self.devices, d).expect("a head").info.clone();
+            info.contexts = 0;
+            for s in self.shards(d) {
+                let Some(dev) = device_at(&self.devices, s) else {
+                    continue;
+                };
+                info.contexts += dev.info.contexts;
                 for port in dev.ports.values() {
                     for (sum, n) in info.objects.iter_mut().zip(port.counts()) {
                         *sum += n;
                     }
                 }
-                Some(info)
-            })
-            .collect()
+            }
+            infos.push(info);
+        }
+        infos
+    }
+
+    /// The shard of device `d` that context `i` goes to: that of another context of its
+    /// process (an XRC domain is shared within a shard), or the one with the fewest contexts.
+    fn shard_for(&self, i: usize, d: usize) -> usize {
+        let shards = self.shards(d);
+        let pid = self.contexts[i].as_ref().expect("open").pid;
+        let sibling = (self.contexts.iter().flatten())
+            .filter(|c| c.pid == pid)
+            .find_map(|c| c.device.filter(|s| shards.contains(s)));
+        sibling.unwrap_or_else(|| {
+            shards
+                .min_by_key(|&s| device_at(&self.devices, s).map_or(usize::MAX, |x| x.ports.len()))
+                .unwrap_or(d)
+        })
     }
 
     /// A verbs call on the context's open device.
@@ -307,6 +335,11 @@ impl Daemon {
             return error(libc::EINVAL, "open a device first");
         };
         if let Some(refused) = self.over_limit(i, &req) {
+            return refused;
+        }
+        if let Request::OpenXrcd { file: Some(f), .. } = req
+            && let Some(refused) = self.xrcd_elsewhere(d, f)
+        {
             return refused;
         }
         // The work the program posted before this call goes through the engine first (a pass

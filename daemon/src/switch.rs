@@ -44,31 +44,44 @@ impl Tap {
     }
 }
 
-/// A device's MAC and GIDs.
-type Addresses = ([u8; 6], Vec<Gid>);
+/// How same-host frames reach a device: its MAC, and how many engines (shards, at device
+/// indexes from its own on) share its QPs by lane.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Station {
+    pub mac: [u8; 6],
+    pub shards: usize,
+}
 
-/// Each device's addresses, by device index.
+/// A device's station and GIDs.
+type Entry = (Station, Vec<Gid>);
+
+/// Each device's station and GIDs, at the index of its first shard.
 #[derive(Default)]
 pub(crate) struct Switch {
-    table: RwLock<Vec<Option<Addresses>>>,
+    table: RwLock<Vec<Option<Entry>>>,
 }
 
 impl Switch {
-    fn read(&self) -> RwLockReadGuard<'_, Vec<Option<Addresses>>> {
+    fn read(&self) -> RwLockReadGuard<'_, Vec<Option<Entry>>> {
         self.table.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Vec<Option<Addresses>>> {
+    fn write(&self) -> RwLockWriteGuard<'_, Vec<Option<Entry>>> {
         self.table.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Device `d` has these addresses (it is new, or they changed).
-    pub fn set(&self, d: usize, info: &DeviceInfo) {
+    /// Device `d` (its first shard's index), of `shards` shards, has these addresses (it is
+    /// new, or they changed).
+    pub fn set(&self, d: usize, shards: usize, info: &DeviceInfo) {
         let mut t = self.write();
         if t.len() <= d {
             t.resize(d + 1, None);
         }
-        t[d] = Some((info.mac, info.gids.clone()));
+        let station = Station {
+            mac: info.mac,
+            shards,
+        };
+        t[d] = Some((station, info.gids.clone()));
     }
 
     /// Device `d` is gone.
@@ -78,10 +91,10 @@ impl Switch {
         }
     }
 
-    /// Each device's MAC, into `macs`.
-    pub fn macs(&self, macs: &mut Vec<Option<[u8; 6]>>) {
-        macs.clear();
-        macs.extend(self.read().iter().map(|a| a.as_ref().map(|a| a.0)));
+    /// Each device's station, into `stations`.
+    pub fn stations(&self, stations: &mut Vec<Option<Station>>) {
+        stations.clear();
+        stations.extend(self.read().iter().map(|a| a.as_ref().map(|a| a.0)));
     }
 
     /// The MAC of the device of this daemon that has `gid`.
@@ -90,7 +103,7 @@ impl Switch {
             .iter()
             .flatten()
             .find(|a| a.1.contains(gid))
-            .map(|a| a.0)
+            .map(|a| a.0.mac)
     }
 }
 

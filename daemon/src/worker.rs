@@ -17,7 +17,7 @@ use softrnic_emu_core::Instant;
 use softrnic_sys as sys;
 
 use crate::device::{Device, Out, Outgoing};
-use crate::switch::{Frames, Switch, Tap};
+use crate::switch::{Frames, Station, Switch, Tap};
 
 /// How long a thread keeps polling after its last work before it sleeps.
 pub(crate) const SPIN: Duration = Duration::from_micros(200);
@@ -210,11 +210,11 @@ impl Shared {
 }
 
 /// A pass's scratch space, kept between passes to reuse its allocations: same-host frames
-/// (for the pass's devices, then for each worker's), each device's MAC, captured frames.
+/// (for the pass's devices, then for each worker's), each device's station, captured frames.
 pub(crate) struct Pass {
     frames: Frames,
     away: Vec<Frames>,
-    macs: Vec<Option<[u8; 6]>>,
+    stations: Vec<Option<Station>>,
     taps: Vec<Tap>,
 }
 
@@ -223,7 +223,7 @@ impl Pass {
         Pass {
             frames: Frames::default(),
             away: (0..shared.workers()).map(|_| Frames::default()).collect(),
-            macs: Vec::new(),
+            stations: Vec::new(),
             taps: Vec::new(),
         }
     }
@@ -246,12 +246,12 @@ impl Pass {
     ) -> bool {
         let now = shared.now();
         let capturing = shared.capturing.load(Ordering::Relaxed);
-        shared.switch.macs(&mut self.macs);
-        let macs = std::mem::take(&mut self.macs);
+        shared.switch.stations(&mut self.stations);
+        let stations = std::mem::take(&mut self.stations);
         let out = Out {
             now,
             capturing,
-            macs: &macs,
+            stations: &stations,
         };
         let mut any = false;
         for (d, dev) in devices.iter_mut() {
@@ -303,7 +303,7 @@ impl Pass {
         if tell {
             shared.control.ring();
         }
-        self.macs = macs;
+        self.stations = stations;
         any
     }
 

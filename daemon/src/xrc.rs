@@ -6,6 +6,29 @@ use softrnic_client::proto::Reply;
 
 use crate::device::Device;
 use crate::requests::{error, verbs};
+use crate::{Daemon, device_at};
+
+impl Daemon {
+    /// The refusal of an open of `file`'s domain on shard `d` when another shard of the
+    /// device has that domain. A domain's SRQs and target QPs are objects of one engine, and
+    /// any target QP in it delivers to any of its SRQs (`ibv_xsrq_pingpong` sends to one
+    /// program's SRQ through another's target QP), so the programs sharing it must share an
+    /// engine: the contexts of one process do; others may not.
+    pub(crate) fn xrcd_elsewhere(&self, d: usize, file: (u64, u64)) -> Option<Reply> {
+        let other = self.shards(d).filter(|&s| s != d).find(|&s| {
+            device_at(&self.devices, s).is_some_and(|dev| dev.xrcd_files.contains_key(&file))
+        })?;
+        let name = device_at(&self.devices, other)?.info.name.clone();
+        Some(error(
+            libc::EOPNOTSUPP,
+            format!(
+                "the file's XRC domain is in another shard of {name}, and the programs sharing \
+                 a domain must share one: run the daemon with one shard per device \
+                 (SOFTRNIC_SHARDS=1, the default)"
+            ),
+        ))
+    }
+}
 
 /// `ibv_open_xrcd` for context `i`: the file's domain (EINVAL with `O_EXCL` if it has one,
 /// EAGAIN without `O_CREAT` if it has none, as the kernel gives), or a new one.

@@ -14,6 +14,11 @@ macro_rules! counters {
             pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
                 [$((stringify!($name), self.$name),)*].into_iter()
             }
+
+            /// Adds `other`'s counts (a device's engines, counted as one).
+            pub fn add(&mut self, other: &Counters) {
+                $(self.$name += other.$name;)*
+            }
         }
     };
 }
@@ -103,5 +108,22 @@ mod tests {
         let found = c.iter().find(|(n, _)| *n == "duplicate_request");
         assert_eq!(found, Some(("duplicate_request", 3)));
         assert!(c.iter().count() > 20);
+    }
+
+    #[test]
+    fn counters_add_up_field_by_field() {
+        let mut sum = Counters {
+            sent_pkts: 1,
+            ..Counters::default()
+        };
+        let other = Counters {
+            sent_pkts: 2,
+            cm_mad_dropped: 5,
+            ..Counters::default()
+        };
+        sum.add(&other);
+        sum.add(&other);
+        assert_eq!((sum.sent_pkts, sum.cm_mad_dropped), (5, 10));
+        assert_eq!(sum.iter().map(|(_, n)| n).sum::<u64>(), 15);
     }
 }

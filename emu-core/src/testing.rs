@@ -12,6 +12,7 @@ use crate::cq::{Wc, WcOpcode, WcStatus};
 use crate::engine::{Config, Engine, MAX_FRAME};
 use crate::gid::Gid;
 use crate::keys::Access;
+use crate::lane::Lane;
 use crate::memory::HeapMemory;
 use crate::qp::QpInit;
 use crate::qp_attr::{QpAttr, QpType};
@@ -81,6 +82,7 @@ impl Bench {
             gids: vec![Gid::from(core::net::Ipv4Addr::from(LOCAL))],
             eth_mtu: 9000,
             device: DeviceAttr::default(),
+            lane: Lane::ONLY,
         };
         let mut engine = Engine::new(config, HeapMemory::new());
         let pd = engine.alloc_pd(0).unwrap();

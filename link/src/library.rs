@@ -36,7 +36,7 @@
 use std::time::Duration;
 
 use softrnic_emu_core::{
-    Access, AddressHandle, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant, Mtu, QpAttr,
+    Access, AddressHandle, Config, DeviceAttr, Engine, Gid, HeapMemory, Instant, Lane, Mtu, QpAttr,
     QpCap, QpInit, QpType, Result, VerbsError, Wc, WcOpcode, WcStatus, bring_up, psn,
 };
 use softrnic_wire::EthernetAddress;
@@ -80,6 +80,7 @@ impl<L: Link> Device<L> {
             gids: vec![Gid::from(core::net::Ipv4Addr::from(ip))],
             eth_mtu: 9000,
             device: DeviceAttr::default(),
+            lane: Lane::ONLY,
         }
     }
 

@@ -88,14 +88,17 @@ fn bytes(s: &str) -> Result<u64, String> {
 /// Runs the daemon in the foreground until SIGINT or SIGTERM.
 pub fn run_daemon(
     workers: Option<std::num::NonZeroUsize>,
+    shards: Option<std::num::NonZeroUsize>,
     sharing: &SharingArgs,
 ) -> Result<(), String> {
     let path = socket();
     let workers = workers.map_or_else(softrnic_daemon::default_workers, |n| n.get());
+    let shards = shards.map_or_else(softrnic_daemon::default_shards, |n| n.get());
     let sharing = sharing.sharing()?;
     let mut d = Daemon::bind(&path, workers).map_err(|e| e.to_string())?;
     d.share(sharing).map_err(|e| e.to_string())?;
-    tracing::info!(socket = %path.display(), workers, "softrnic daemon serving");
+    d.set_shards(shards);
+    tracing::info!(socket = %path.display(), workers, shards, "softrnic daemon serving");
     static STOP: AtomicBool = AtomicBool::new(false);
     softrnic_sys::on_termination(&STOP);
     d.run(&STOP).map_err(|e| e.to_string())?;

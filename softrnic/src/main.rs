@@ -137,6 +137,11 @@ enum Command {
         /// `SOFTRNIC_WORKERS`, or one per two CPUs.
         #[arg(long)]
         workers: Option<std::num::NonZeroUsize>,
+        /// Engines per device with no wire, each serving its share of the programs (and
+        /// their QPs) on its own worker; by default `SOFTRNIC_SHARDS`, or one. Programs on
+        /// different shards cannot share an XRC domain.
+        #[arg(long)]
+        shards: Option<std::num::NonZeroUsize>,
         #[command(flatten)]
         sharing: admin::SharingArgs,
     },
@@ -486,7 +491,11 @@ fn run(cli: Cli) -> Result<(), String> {
             capture::write_pcap(&capture::sample_frames(), std::io::BufWriter::new(file))
                 .map_err(|e| format!("{}: {e}", out.display()))
         }
-        Command::Daemon { workers, sharing } => admin::run_daemon(workers, &sharing),
+        Command::Daemon {
+            workers,
+            shards,
+            sharing,
+        } => admin::run_daemon(workers, shards, &sharing),
         Command::Up {
             netdev,
             backend,

@@ -1007,7 +1007,7 @@ fn fuzz_kernel_rxe(guest: &Guest) -> Result<(), String> {
 /// disconnects with a DREQ the kernel answers with a DREP.
 fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
     use softrnic_emu_core::cm::{CmEvent, ConnectParams, Peer};
-    use softrnic_emu_core::{Config, DeviceAttr, Gid, Instant, QpType};
+    use softrnic_emu_core::{Config, DeviceAttr, Gid, Instant, Lane, QpType};
     use softrnic_link::library::{Device, Endpoint};
     use softrnic_wire::cm::{CmPath, CmaHeader, ip_service_id, port_space, rej_reason};
 
@@ -1031,6 +1031,7 @@ fn cm_handshake_with_kernel_rdma_cm(guest: &Guest) -> Result<(), String> {
             gids: vec![Gid::from(std::net::Ipv4Addr::from(me))],
             eth_mtu: mtu,
             device: DeviceAttr::default(),
+            lane: Lane::ONLY,
         };
         let mut dev = Device::new(link, config);
         let their_ip = std::net::IpAddr::from(them);

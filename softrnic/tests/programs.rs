@@ -189,6 +189,85 @@ fn programs_on_devices_of_two_workers() {
     perftest(&s, &["ib_send_lat", "-n", "200", "-F"]);
 }
 
+/// One local device in two shards on two workers: the server's and the client's programs
+/// each get a shard (their QPNs are in different lanes), and everything between them crosses
+/// from shard to shard by destination QPN: RC with its ACKs, UD, an SRQ, READs, atomics,
+/// several QPs at once. It is still one device: one in the status, its counters those of both
+/// shards (every frame one sent the other received). Programs on different shards cannot
+/// share an XRC domain: the second `ibv_xsrq_pingpong` is refused with EOPNOTSUPP.
+#[test]
+fn programs_on_the_shards_of_one_device() {
+    let _serial = serial();
+    let s = Setup::new(Topology::Shards, "shard");
+    for args in [
+        &["ibv_rc_pingpong", "-c", "-s", "65536", "-n", "100"][..],
+        &["ibv_rc_pingpong", "-c", "-e", "-n", "200"],
+        &["ibv_ud_pingpong", "-c", "-s", "1024", "-n", "200"],
+        &["ibv_srq_pingpong", "-c", "-q", "4", "-n", "100"],
+    ] {
+        let (server, client) = s.run("-g", args);
+        let want = format!("{} iters in", args[args.len() - 1]);
+        assert!(client.contains(&want) && server.contains(&want), "{args:?}");
+        let lane = |out: &str| local_qpn(out) % 2;
+        assert_ne!(lane(&server), lane(&client), "{server}\n{client}");
+    }
+    perftest(&s, &["ib_write_bw", "-q", "8", "-n", "200", "-F"]);
+    perftest(&s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
+    perftest(
+        &s,
+        &["ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200", "-F"],
+    );
+    perftest(&s, &["ib_send_lat", "-n", "200", "-F"]);
+
+    let status = text(&s.server().softrnic(&["status"]).output().unwrap().stdout);
+    assert!(
+        status.contains("srnic0:") && !status.contains("srnic1"),
+        "{status}"
+    );
+    let stat = text(&s.server().softrnic(&["stat"]).output().unwrap().stdout);
+    let counter = |name: &str| -> u64 {
+        stat.lines()
+            .find_map(|l| l.trim().strip_prefix(&format!("{name}: ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{stat}"))
+    };
+    assert!(counter("sent_pkts") > 0, "{stat}");
+    assert_eq!(counter("sent_pkts"), counter("rcvd_pkts"), "{stat}");
+
+    // The first program's domain is on its shard; the second program goes to the other.
+    let host = s.server();
+    let (gid, port) = (host.gid.to_string(), next_port());
+    let args = ["ibv_xsrq_pingpong", "-g", &gid, "-p", &port];
+    let mut server = Running(
+        host.program(&args.map(String::from))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Its CQs come right after its domain.
+    server.wait_until("opened its domain", || {
+        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
+        !status.contains("cqs 0 ")
+    });
+    let mut client = args.map(String::from).to_vec();
+    client.push("127.0.0.1".into());
+    let client = host.program(&client).output().unwrap();
+    let said = text(&client.stderr);
+    assert!(said.contains("Couldn't Open the XRC Domain 95"), "{said}");
+}
+
+/// The QPN a perftest or pingpong program says its QP has (`local address: ... QPN 0x...`).
+fn local_qpn(out: &str) -> u32 {
+    out.lines()
+        .filter(|l| l.contains("local address:"))
+        .find_map(|l| {
+            let hex = l.split("QPN 0x").nth(1)?.split(',').next()?;
+            u32::from_str_radix(hex, 16).ok()
+        })
+        .unwrap_or_else(|| panic!("no local QPN in\n{out}"))
+}
+
 /// AF_XDP serves every receive queue of its interface: the QPs of `ib_write_bw -q 16` leave
 /// on the queue their UDP source port picks (random per QP: all 16 on one of two queues is a
 /// chance of 2 in 65,536), so both of the server's queues receive, and the data goes through.

@@ -212,55 +212,7 @@ fn mckey_members_receive_what_is_sent_to_the_group() {
             None => ("198.19.255.1", "198.19.255.1"),
             Some(_) => ("198.18.1.1", "198.18.1.2"),
         };
-        // Two ids (two QPs) on the receiving host join; the sender joins send-only (its QP
-        // is not attached). Line-buffered, the receiver says when it has joined.
-        let receiver = strings(&["stdbuf", "-oL", "mckey", "-m", "239.1.2.3", "-b", server]);
-        let mut receiver = Running(
-            s.server()
-                .program(&[receiver, strings(&["-c", "2", "-C", "50"])].concat())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-        let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
-        let mut said = String::new();
-        while !said.contains("receiving data transfers") {
-            match lines.next() {
-                Some(Ok(l)) => said += &(l + "\n"),
-                _ => panic!("mckey ended before it joined:\n{said}{}", receiver.output()),
-            }
-        }
-        let sender = strings(&[
-            "mckey",
-            "-m",
-            "239.1.2.3",
-            "-b",
-            client,
-            "-s",
-            "-o",
-            "-C",
-            "50",
-        ]);
-        let sent = Running(
-            s.client()
-                .program(&sender)
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        )
-        .finish(&["mckey", "-s"]);
-        assert!(sent.contains("return status 0"), "{sent}");
-        // Each of the receiver's two QPs polls until it has all 50 datagrams.
-        let status = receiver.wait_at_most(LIMIT);
-        let rest: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
-        said += &rest;
-        assert!(
-            status.is_some_and(|s| s.success()),
-            "{said}{}",
-            receiver.output()
-        );
-        assert!(said.contains("data transfers complete\n") && said.contains("return status 0"));
+        mckey(&s, server, client);
     }
     // As the kernel's rdma_cm on a RoCEv2 port: IPv6 groups are not joined (ENOTSUPP).
     let s = Setup::new(Topology::OneHost, "mc6");
@@ -280,6 +232,72 @@ fn mckey_members_receive_what_is_sent_to_the_group() {
         said.contains("failure joining: Unknown error 524"),
         "{said}"
     );
+}
+
+/// mckey: two ids (two QPs) of a program on the server host bound to `server` join a group,
+/// and a program on the client host bound to `client` sends it 50 datagrams; each QP gets them
+/// all.
+fn mckey(s: &Setup, server: &str, client: &str) {
+    // The sender joins send-only (its QP is not attached). Line-buffered, the receiver says
+    // when it has joined.
+    let receiver = strings(&["stdbuf", "-oL", "mckey", "-m", "239.1.2.3", "-b", server]);
+    let mut receiver = Running(
+        s.server()
+            .program(&[receiver, strings(&["-c", "2", "-C", "50"])].concat())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut lines = BufReader::new(receiver.0.stdout.take().unwrap()).lines();
+    let mut said = String::new();
+    while !said.contains("receiving data transfers") {
+        match lines.next() {
+            Some(Ok(l)) => said += &(l + "\n"),
+            _ => panic!("mckey ended before it joined:\n{said}{}", receiver.output()),
+        }
+    }
+    let sender = strings(&[
+        "mckey",
+        "-m",
+        "239.1.2.3",
+        "-b",
+        client,
+        "-s",
+        "-o",
+        "-C",
+        "50",
+    ]);
+    let sent = Running(
+        s.client()
+            .program(&sender)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
+    .finish(&["mckey", "-s"]);
+    assert!(sent.contains("return status 0"), "{sent}");
+    // Each of the receiver's two QPs polls until it has all 50 datagrams.
+    let status = receiver.wait_at_most(LIMIT);
+    let rest: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
+    said += &rest;
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "{said}{}",
+        receiver.output()
+    );
+    assert!(said.contains("data transfers complete\n") && said.contains("return status 0"));
+}
+
+/// rdma_cm between two programs on the two shards of one device: the CM's MADs go through
+/// the first shard (QP1 is its), the connection's frames from shard to shard, and a multicast
+/// datagram reaches the members on every shard.
+#[test]
+fn rdma_cm_programs_on_the_shards_of_one_device() {
+    let _serial = serial();
+    let s = Setup::new(Topology::Shards, "rpsh");
+    rping(&s, "127.0.0.1", &[]);
+    mckey(&s, "198.19.255.1", "198.19.255.1");
 }
 
 #[test]

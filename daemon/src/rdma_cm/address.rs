@@ -17,7 +17,7 @@ impl Daemon {
     /// The device index and GID index of local address `ip`, if a device has it.
     pub(super) fn local_gid(&self, ip: IpAddr) -> Option<(usize, u8)> {
         let gid = Gid::from_ip(ip);
-        (0..self.devices.len()).find_map(|d| {
+        self.heads().into_iter().find_map(|d| {
             let i = device_at(&self.devices, d)?
                 .info
                 .gids
@@ -157,7 +157,7 @@ impl Daemon {
         if let Some((d, index)) = self.local_gid(dst) {
             return Some((d, dst, index, Gid::from_ip(dst)));
         }
-        (0..self.devices.len()).find_map(|d| {
+        self.heads().into_iter().find_map(|d| {
             let gids = &device_at(&self.devices, d)?.info.gids;
             let index = gids
                 .iter()
@@ -169,7 +169,7 @@ impl Daemon {
     /// The device and source address the kernel's routing picks for `dst`, looked up in each
     /// wire device's namespace.
     pub(super) fn route_to(&self, dst: IpAddr) -> Option<(usize, IpAddr)> {
-        (0..self.devices.len()).find_map(|d| {
+        self.heads().into_iter().find_map(|d| {
             let dev = device_at(&self.devices, d)?;
             if matches!(dev.wire, crate::Wire::Local) {
                 return None;
@@ -258,7 +258,7 @@ impl Daemon {
         let service = ip_service_id(ps, src.port());
         let devices: Vec<usize> = match x.device {
             Some(d) => vec![d],
-            None => (0..self.devices.len()).collect(),
+            None => self.heads(),
         };
         for d in devices {
             self.take_service(d, service);

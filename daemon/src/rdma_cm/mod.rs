@@ -542,7 +542,7 @@ impl Daemon {
             let service = ip_service_id(x.ps, x.port());
             let devices: Vec<usize> = match x.device {
                 Some(d) => vec![d],
-                None => (0..self.devices.len()).collect(),
+                None => self.heads(),
             };
             for d in devices {
                 self.drop_service(d, service);

@@ -20,6 +20,7 @@ use crate::counters::Counters;
 use crate::event::Event;
 use crate::gid::Gid;
 use crate::keys::KeyTable;
+use crate::lane::Lane;
 use crate::memory::{Memory, Space};
 use crate::multicast::Groups;
 use crate::notification;
@@ -54,6 +55,8 @@ pub struct Config {
     pub eth_mtu: u32,
     /// The limits reported and enforced.
     pub device: DeviceAttr,
+    /// The QP numbers it gives: all, or one lane's when its device has several engines.
+    pub lane: Lane,
 }
 
 /// For maps keyed by numbers handed out in sequence (QPNs, the daemon's context indexes): a
@@ -108,6 +111,7 @@ pub struct Engine<M> {
     qps: QpMap,
     ready: VecDeque<u32>,
     next_qpn: u32,
+    lane: Lane,
     device: DeviceAttr,
     port: PortAttr,
     /// The Communication Manager, on QP1.
@@ -124,7 +128,7 @@ impl<M: Memory> Engine<M> {
         let mut rng = Rng::new(config.seed);
         let port = PortAttr::active(config.eth_mtu);
         // QPNs 0 and 1 are the special QPs; start at a seeded point so QPNs differ per run.
-        let next_qpn = 0x11 + (rng.next_u32() & 0xffff);
+        let next_qpn = config.lane.at_or_after(0x11 + (rng.next_u32() & 0xffff));
         // The CA GUID, as rxe makes the node GUID: the EUI-64 of the MAC.
         let guid = Gid::link_local(config.mac.0).0[8..]
             .try_into()
@@ -153,6 +157,7 @@ impl<M: Memory> Engine<M> {
             qps: QpMap::default(),
             ready: VecDeque::new(),
             next_qpn,
+            lane: config.lane,
             device: config.device,
             port,
             cm,
@@ -601,6 +606,7 @@ mod tests {
             gids: vec![Gid::from(core::net::Ipv4Addr::new(198, 18, 0, 1))],
             eth_mtu: 1500,
             device: DeviceAttr::default(),
+            lane: Lane::ONLY,
         };
         let mut e = Engine::new(config, HeapMemory::default());
         let pd = e.alloc_pd(0).unwrap();

@@ -3,8 +3,6 @@
 
 use std::collections::VecDeque;
 
-use softrnic_wire::MULTICAST_QPN;
-
 use super::{Engine, Pd};
 use crate::cq::{Cq, Wc, WcOpcode, WcStatus};
 use crate::gid::Gid;
@@ -390,12 +388,7 @@ impl<M: Memory> Engine<M> {
         }
         let qpn = loop {
             let qpn = self.next_qpn;
-            // 0xFFFFFF is the multicast QPN, never a QP's.
-            self.next_qpn = if qpn + 1 >= MULTICAST_QPN {
-                0x11
-            } else {
-                qpn + 1
-            };
+            self.next_qpn = self.lane.after(qpn);
             // A number whose connection waits out TIMEWAIT is skipped (IBA 12.9.8.3).
             if !self.qps.contains_key(&qpn) && !self.cm.holds_qpn(qpn) {
                 break qpn;

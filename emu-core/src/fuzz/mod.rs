@@ -22,9 +22,9 @@ pub use cm::cm;
 
 use crate::memory::{Fault, HeapMemory, Memory, Space};
 use crate::{
-    Access, AddressHandle, AttrMask, Config, DeviceAttr, Engine, Gid, Instant, MAX_FRAME, Mtu,
-    MwBind, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr, Sge,
-    UdDest, Wc, WcOpcode, WcStatus,
+    Access, AddressHandle, AttrMask, Config, DeviceAttr, Engine, Gid, Instant, Lane, MAX_FRAME,
+    Mtu, MwBind, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, Remote, SendFlags, SendOp, SendWr,
+    Sge, UdDest, Wc, WcOpcode, WcStatus,
 };
 
 /// Memory that panics on any access outside the ranges registered through it.
@@ -114,6 +114,7 @@ impl World {
             gids: vec![Gid::from(core::net::Ipv4Addr::from(LOCAL))],
             eth_mtu: 9000,
             device: DeviceAttr::default(),
+            lane: Lane::ONLY,
         };
         let mut engine = Engine::new(config, Guarded::default());
         let pd = engine.alloc_pd(0).expect("pd");

@@ -11,7 +11,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::library::Endpoint;
 use softrnic_emu_core::{
-    Access, AddressHandle, Config, Counters, DeviceAttr, Engine, Gid, HeapMemory, Instant,
+    Access, AddressHandle, Config, Counters, DeviceAttr, Engine, Gid, HeapMemory, Instant, Lane,
     MAX_FRAME, Mtu, QpAttr, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge,
     Wc, WcOpcode, WcStatus, bring_up,
 };
@@ -181,6 +181,7 @@ impl Sim {
                     gids: vec![gid],
                     eth_mtu: 9000,
                     device: DeviceAttr::default(),
+                    lane: Lane::ONLY,
                 };
                 Host {
                     engine: Engine::new(config, HeapMemory::new()),

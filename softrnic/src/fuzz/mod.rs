@@ -23,7 +23,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use softrnic_emu_core::{
-    Access, Config, DeviceAttr, Gid, Mtu, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus,
+    Access, Config, DeviceAttr, Gid, Lane, Mtu, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge,
+    WcStatus,
 };
 use softrnic_link::library::{Device, Endpoint};
 use softrnic_link::{AfPacket, Backend, gid, neigh};
@@ -180,6 +181,7 @@ fn one_round(
         gids,
         eth_mtu,
         device: DeviceAttr::default(),
+        lane: Lane::ONLY,
     };
     let mut dev = Device::new(Tapped::new(packet), config);
     dev.set_path_mtu(opts.mtu);

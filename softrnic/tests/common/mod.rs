@@ -434,6 +434,10 @@ pub enum Topology {
     /// Two processes on one host, on two local devices of one daemon that runs each on its own
     /// worker thread: same-host frames cross between threads.
     TwoWorkers,
+    /// Two processes on one local device of a daemon with two workers, whose engine is in
+    /// two shards: each process on its own shard and worker, same-host frames crossing
+    /// between them by QPN.
+    Shards,
 }
 
 pub const TOPOLOGIES: [Topology; 2] = [Topology::OneHost, Topology::Veth];
@@ -461,6 +465,12 @@ impl Setup {
                 server_addr: "127.0.0.1",
                 pair: None,
                 devices: Some(["srnic1", "srnic0"]),
+            },
+            Topology::Shards => Setup {
+                hosts: vec![Host::with_args(tag, &["--workers", "2", "--shards", "2"])],
+                server_addr: "127.0.0.1",
+                pair: None,
+                devices: None,
             },
             Topology::Veth => {
                 // Two queues a side: AF_XDP serves every receive queue, and a QP's frames

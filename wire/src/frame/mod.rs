@@ -355,6 +355,14 @@ pub fn parse_unverified(frame: &[u8]) -> Result<ParsedFrame<'_>> {
     parse_with(frame, false)
 }
 
+/// The BTH destination QP of a frame, read past its outer headers only: a device whose QPs
+/// are spread over several engines picks the engine by it before any of them parses the frame.
+pub fn dest_qp(frame: &[u8]) -> Result<u32> {
+    let outer = parse_outer(frame)?;
+    let bth = Bth::new_checked(&frame[outer.udp_at + UDP_LEN..outer.end])?;
+    Ok(bth.dest_qp())
+}
+
 /// The Ethernet, IP and UDP headers of a RoCEv2 frame, and where they are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Outer {
@@ -530,6 +538,16 @@ mod tests {
             },
             ext: ExtRepr::default(),
         }
+    }
+
+    #[test]
+    fn the_destination_qp_is_read_past_the_outer_headers_alone() {
+        assert_eq!(dest_qp(&SEND_ONLY_V4), Ok(0x12));
+        // Nothing past the BTH is needed, nor checked.
+        let mut broken = SEND_ONLY_V4;
+        broken[74] ^= 0xff;
+        assert_eq!(dest_qp(&broken), Ok(0x12));
+        assert_eq!(dest_qp(&SEND_ONLY_V4[..40]), Err(Error::BadIpLength));
     }
 
     #[test]
