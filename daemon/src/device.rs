@@ -42,11 +42,11 @@ impl Wire {
     }
 }
 
-/// Which of its device's engines a [`Device`] is. A device with no wire runs one engine per
-/// worker thread, its shards, at consecutive device indexes from the first's (`head`): each
-/// numbers its QPs in its own lane, so a frame finds its shard by destination QPN, and serves
-/// the contexts given to it. The first also has the device's CM (QP1), and is where the
-/// device's name is found.
+/// Which of its device's engines a [`Device`] is. A device with no wire may run several, its
+/// shards (`softrnic daemon --shards N`), at consecutive device indexes from the first's
+/// (`head`), so that they run on as many workers: each numbers its QPs in its own lane, so a
+/// frame finds its shard by destination QPN, and serves the contexts given to it. The first
+/// also has the device's CM (QP1), and is where the device's name is found.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shard {
     pub head: usize,
