@@ -169,7 +169,14 @@ fn xrc_domains_are_shared_by_file_and_target_qps_opened_by_number() {
 #[test]
 fn programs_on_devices_of_two_workers() {
     let _serial = serial();
-    let s = Setup::new(Topology::TwoWorkers, "wk");
+    across_threads(&Setup::new(Topology::TwoWorkers, "wk"));
+}
+
+/// What the tests of programs on several workers run: pingpongs that check their data (RC with
+/// its ACKs, UD, an SRQ), then perftest (READs, atomics, several QPs at once). Each pingpong's
+/// server and client output.
+fn across_threads(s: &Setup) -> Vec<(String, String)> {
+    let mut said = Vec::new();
     for args in [
         &["ibv_rc_pingpong", "-c", "-s", "65536", "-n", "100"][..],
         &["ibv_rc_pingpong", "-c", "-e", "-n", "200"],
@@ -179,14 +186,16 @@ fn programs_on_devices_of_two_workers() {
         let (server, client) = s.run("-g", args);
         let want = format!("{} iters in", args[args.len() - 1]);
         assert!(client.contains(&want) && server.contains(&want), "{args:?}");
+        said.push((server, client));
     }
-    perftest(&s, &["ib_write_bw", "-q", "8", "-n", "200", "-F"]);
-    perftest(&s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
+    perftest(s, &["ib_write_bw", "-q", "8", "-n", "200", "-F"]);
+    perftest(s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
     perftest(
-        &s,
+        s,
         &["ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200", "-F"],
     );
-    perftest(&s, &["ib_send_lat", "-n", "200", "-F"]);
+    perftest(s, &["ib_send_lat", "-n", "200", "-F"]);
+    said
 }
 
 /// One local device in two shards on two workers: the server's and the client's programs
@@ -199,25 +208,10 @@ fn programs_on_devices_of_two_workers() {
 fn programs_on_the_shards_of_one_device() {
     let _serial = serial();
     let s = Setup::new(Topology::Shards, "shard");
-    for args in [
-        &["ibv_rc_pingpong", "-c", "-s", "65536", "-n", "100"][..],
-        &["ibv_rc_pingpong", "-c", "-e", "-n", "200"],
-        &["ibv_ud_pingpong", "-c", "-s", "1024", "-n", "200"],
-        &["ibv_srq_pingpong", "-c", "-q", "4", "-n", "100"],
-    ] {
-        let (server, client) = s.run("-g", args);
-        let want = format!("{} iters in", args[args.len() - 1]);
-        assert!(client.contains(&want) && server.contains(&want), "{args:?}");
+    for (server, client) in across_threads(&s) {
         let lane = |out: &str| local_qpn(out) % 2;
         assert_ne!(lane(&server), lane(&client), "{server}\n{client}");
     }
-    perftest(&s, &["ib_write_bw", "-q", "8", "-n", "200", "-F"]);
-    perftest(&s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
-    perftest(
-        &s,
-        &["ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200", "-F"],
-    );
-    perftest(&s, &["ib_send_lat", "-n", "200", "-F"]);
 
     let status = text(&s.server().softrnic(&["status"]).output().unwrap().stdout);
     assert!(
