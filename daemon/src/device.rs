@@ -482,8 +482,10 @@ mod tests {
             _ => None,
         };
         assert_eq!(host(&frame(a, 0x20)), Some(0));
-        assert_eq!(host(&frame(b, 0x20)), Some(1 + 0x20 % 3));
-        assert_eq!(host(&frame(b, 0x21)), Some(1 + 0x21 % 3));
+        // Lanes 0x21 % 3 = 0, 0x22 % 3 = 1, 0x20 % 3 = 2.
+        assert_eq!(host(&frame(b, 0x21)), Some(1));
+        assert_eq!(host(&frame(b, 0x22)), Some(2));
+        assert_eq!(host(&frame(b, 0x20)), Some(3));
         // QP1, the CM's, is the first shard's.
         assert_eq!(host(&frame(b, 1)), Some(1));
         assert!(matches!(
