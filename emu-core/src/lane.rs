@@ -6,7 +6,7 @@ use softrnic_wire::MULTICAST_QPN;
 use softrnic_wire::mad::GSI_QPN;
 
 /// The first number a QP may have: 0 and 1 are the special QPs (IBA 3.5.2), and, as rxe
-/// does, a few after them are left unused.
+/// numbers its QPs, those up to 0x10 are left unused.
 const FIRST_QPN: u32 = 0x11;
 
 /// Lane `index` of `count`: the QP numbers `n` with `n % count == index`.
@@ -61,7 +61,7 @@ impl Lane {
     }
 
     /// The number this lane gives after `qpn`: the next of the lane, or, past the last, its
-    /// first again.
+    /// first again (0xFFFFFF, the multicast QPN, is never a QP's: IBA 10.5.2.4).
     pub(crate) fn after(self, qpn: u32) -> u32 {
         match qpn + self.count {
             n if n >= MULTICAST_QPN => self.at_or_after(FIRST_QPN),
