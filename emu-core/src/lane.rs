@@ -21,7 +21,7 @@ pub struct Lane {
 pub enum Lanes {
     /// The engine of lane `n` (0 for QP1: the CM, and the GSI, live in the first engine).
     One(u32),
-    /// Every engine: a multicast datagram reaches every member QP (IBA 10.5.2.4).
+    /// Every engine: a multicast datagram reaches every member QP (IBA 10.5).
     All,
 }
 
@@ -61,7 +61,7 @@ impl Lane {
     }
 
     /// The number this lane gives after `qpn`: the next of the lane, or, past the last, its
-    /// first again (0xFFFFFF, the multicast QPN, is never a QP's: IBA 10.5.2.4).
+    /// first again (0xFFFFFF, the multicast QPN, is never a QP's: IBA 10.5).
     pub(crate) fn after(self, qpn: u32) -> u32 {
         match qpn + self.count {
             n if n >= MULTICAST_QPN => self.at_or_after(FIRST_QPN),
