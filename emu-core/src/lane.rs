@@ -5,7 +5,7 @@
 use softrnic_wire::MULTICAST_QPN;
 use softrnic_wire::mad::GSI_QPN;
 
-/// The first number a QP may have: 0 and 1 are the special QPs (IBA 3.5.2), and, as rxe
+/// The first number a QP may have: 0 and 1 are the special QPs, and, as rxe
 /// numbers its QPs, those up to 0x10 are left unused.
 const FIRST_QPN: u32 = 0x11;
 
