@@ -188,13 +188,18 @@ fn across_threads(s: &Setup) -> Vec<(String, String)> {
         assert!(client.contains(&want) && server.contains(&want), "{args:?}");
         said.push((server, client));
     }
-    perftest(s, &["ib_write_bw", "-q", "8", "-n", "200", "-F"]);
-    perftest(s, &["ib_read_bw", "-q", "4", "-n", "100", "-F"]);
-    perftest(
-        s,
-        &["ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200", "-F"],
-    );
-    perftest(s, &["ib_send_lat", "-n", "200", "-F"]);
+    // Two workers and two perftest processes that spin on their CQs share this machine's
+    // two cores: beside CPU hogs, a worker may wait past perftest's ACK timeout (-u 14, 67
+    // ms) eight times running, and the transport's retries run out (READs, whose responses
+    // take longest, first). The QPs get a timeout (-u 18, 1.07 s) that such waits fit in.
+    for args in [
+        &["ib_write_bw", "-q", "8", "-n", "200"][..],
+        &["ib_read_bw", "-q", "4", "-n", "100"],
+        &["ib_atomic_bw", "-A", "FETCH_AND_ADD", "-n", "200"],
+        &["ib_send_lat", "-n", "200"],
+    ] {
+        perftest(s, &[args, &["-F", "-u", "18"]].concat());
+    }
     said
 }
 
@@ -202,8 +207,9 @@ fn across_threads(s: &Setup) -> Vec<(String, String)> {
 /// each get a shard (their QPNs are in different lanes), and everything between them crosses
 /// from shard to shard by destination QPN: RC with its ACKs, UD, an SRQ, READs, atomics,
 /// several QPs at once. It is still one device: one in the status, its counters those of both
-/// shards (every frame one sent the other received). Programs on different shards cannot
-/// share an XRC domain: the second `ibv_xsrq_pingpong` is refused with EOPNOTSUPP.
+/// shards (every frame one sent the other received), a capture of it shows both shards'
+/// frames. Programs on different shards cannot share an XRC domain: the second
+/// `ibv_xsrq_pingpong` is refused with EOPNOTSUPP.
 #[test]
 fn programs_on_the_shards_of_one_device() {
     let _serial = serial();
@@ -212,6 +218,17 @@ fn programs_on_the_shards_of_one_device() {
         let lane = |out: &str| local_qpn(out) % 2;
         assert_ne!(lane(&server), lane(&client), "{server}\n{client}");
     }
+    // A capture of the device shows the frames of both its shards: to QPNs of both lanes.
+    let frames = captured_on(s.server(), Some("srnic0"), || {
+        let (server, _) = s.run("-g", &["ibv_rc_pingpong", "-n", "20"]);
+        assert!(server.contains("20 iters in"), "{server}");
+    });
+    let lanes: std::collections::BTreeSet<u32> = frames
+        .iter()
+        .filter_map(|f| softrnic_wire::frame::parse(f).ok())
+        .map(|p| p.repr.bth.dest_qp % 2)
+        .collect();
+    assert_eq!(lanes.len(), 2, "{} frames", frames.len());
 
     let status = text(&s.server().softrnic(&["status"]).output().unwrap().stdout);
     assert!(

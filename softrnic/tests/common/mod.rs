@@ -347,12 +347,15 @@ pub fn perftest_row(out: &str) -> Vec<f64> {
 
 /// A capture of everything a host's daemon saw while `f` ran.
 pub fn captured(host: &Host, f: impl FnOnce()) -> Vec<Vec<u8>> {
+    captured_on(host, None, f)
+}
+
+/// A capture of what a host's daemon saw while `f` ran: on `device`, or on every one.
+pub fn captured_on(host: &Host, device: Option<&str>, f: impl FnOnce()) -> Vec<Vec<u8>> {
     let file = std::env::temp_dir().join(format!("srn-prog-{}.pcapng", std::process::id()));
-    let mut capture = host
-        .softrnic(&["capture", "-w", &file.display().to_string()])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut args = vec!["capture", "-w", file.to_str().unwrap()];
+    args.extend(device.map(|d| ["--device", d]).into_iter().flatten());
+    let mut capture = host.softrnic(&args).stderr(Stdio::piped()).spawn().unwrap();
     // The capture is registered once it says so.
     let mut said = [0u8; 8];
     capture
