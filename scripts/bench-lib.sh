@@ -37,12 +37,13 @@ daemon() {
     fi
 }
 
-# The two namespaces and their veth pair at MTU $1 (default 1500); a daemon on each end
-# (sockets $work/a.sock, b.sock).
+# The two namespaces and their veth pair at MTU $1 (default 1500), with QUEUES receive and
+# transmit queues a side (default 1); a daemon on each end (sockets $work/a.sock, b.sock).
 two_hosts() {
-    local mtu=${1:-1500}
+    local mtu=${1:-1500} q=${QUEUES:-1}
     for n in "${ns[@]}"; do ip netns add "$n"; done
-    ip link add srnb$$x type veth peer name srnb$$y
+    ip link add srnb$$x numtxqueues "$q" numrxqueues "$q" type veth peer name srnb$$y \
+        numtxqueues "$q" numrxqueues "$q"
     local ifs=(srnb$$x srnb$$y)
     for i in 0 1; do
         ip link set "${ifs[$i]}" netns "${ns[$i]}"

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use softrnic_client::proto::DeviceInfo;
@@ -16,7 +17,7 @@ use softrnic_wire::{EthernetAddress, Icrc};
 
 use crate::context::Port;
 use crate::rings::Posted;
-use crate::switch::{Frames, Station, Switch, Tap};
+use crate::switch::{Frames, Origin, Station, Switch, Tap};
 use crate::{ProcessMemory, in_netns};
 
 /// How a device reaches the wire.
@@ -42,11 +43,13 @@ impl Wire {
     }
 }
 
-/// Which of its device's engines a [`Device`] is. A device with no wire may run several, its
-/// shards (`softrnic daemon --shards N`), at consecutive device indexes from the first's
-/// (`head`), so that they run on as many workers: each numbers its QPs in its own lane, so a
-/// frame finds its shard by destination QPN, and serves the contexts given to it. The first
-/// also has the device's CM (QP1), and is where the device's name is found.
+/// Which of its device's engines a [`Device`] is. A device may run several, its shards
+/// (`softrnic daemon --shards N`), at consecutive device indexes from the first's (`head`),
+/// so that they run on as many workers: each numbers its QPs in its own lane, so a frame
+/// finds its shard by destination QPN, and serves the contexts given to it. The first also
+/// has the device's CM (QP1), and is where the device's name is found. On AF_XDP each shard
+/// has its share of the interface's queues: it sends on them, and hands a frame one of them
+/// received for another shard's QP to that shard.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Shard {
     pub head: usize,
@@ -62,6 +65,15 @@ impl Shard {
     pub fn all(self) -> Range<usize> {
         self.head..self.head + self.lane.count() as usize
     }
+
+    /// Which shards of its device take a frame from the wire: by destination QPN, or this
+    /// one if it has none (its engine counts it as malformed).
+    fn lanes_of(self, frame: &[u8]) -> Lanes {
+        match softrnic_wire::frame::dest_qp(frame) {
+            Ok(qpn) if self.lane.count() > 1 => Lane::of(qpn, self.lane.count()),
+            _ => Lanes::One(self.lane.index()),
+        }
+    }
 }
 
 /// A device, or one of its shards: an engine on a wire.
@@ -74,8 +86,11 @@ pub(crate) struct Device {
     pub watch: Option<gid::Watch>,
     /// Next hops already resolved, by destination GID.
     pub neighbours: HashMap<Gid, [u8; 6]>,
-    /// The multicast MACs added to the interface's receive filter for the engine's groups.
+    /// The multicast MACs of the engine's groups, which it wants in the interface's receive
+    /// filter.
     pub multicast: BTreeSet<[u8; 6]>,
+    /// The filter, shared by the device's shards.
+    pub filter: Arc<Filter>,
     /// The contexts that opened it, by context index.
     pub ports: BTreeMap<usize, Port>,
     /// The XRC domains opened with a file, by its device and inode: every program that names
@@ -157,8 +172,16 @@ impl Device {
     }
 
     /// Follows the interface's addresses, takes the frames its wire has (tapped while a
-    /// capture runs) and runs the engine's due timers.
-    pub fn receive(&mut self, d: usize, out: &Out, switch: &Switch, taps: &mut Vec<Tap>) -> bool {
+    /// capture runs; those for other shards of the device into `frames`) and runs the
+    /// engine's due timers.
+    pub fn receive(
+        &mut self,
+        d: usize,
+        out: &Out,
+        switch: &Switch,
+        taps: &mut Vec<Tap>,
+        frames: &mut Frames,
+    ) -> bool {
         let mut any = false;
         if let Some(port) = self.watch.as_ref().and_then(gid::Watch::changed) {
             if port.gids != self.info.gids {
@@ -173,7 +196,11 @@ impl Device {
                 self.info.mac = port.mac;
                 self.moved = true;
             }
-            switch.set(d, self.shard.lane.count() as usize, &self.info);
+            switch.set(
+                self.shard.head,
+                self.shard.lane.count() as usize,
+                &self.info,
+            );
             any = true;
         }
         self.engine.set_icrc(if self.seals(out) {
@@ -181,7 +208,8 @@ impl Device {
         } else {
             Icrc::Skip
         });
-        let engine = &mut self.engine;
+        let (engine, shard) = (&mut self.engine, self.shard);
+        let own = shard.lane.index();
         if let Some(link) = self.wire.link() {
             while link.receive(&mut |f| {
                 if out.capturing {
@@ -193,7 +221,17 @@ impl Device {
                 {
                     return;
                 }
-                engine.handle_packet(out.now, f)
+                let lanes = shard.lanes_of(f);
+                // The frame is checked once, here: what fails is counted by this engine.
+                if lanes == Lanes::One(own) || softrnic_wire::frame::parse(f).is_err() {
+                    return engine.handle_packet(out.now, f);
+                }
+                for k in (0..shard.lane.count()).filter(|&k| lanes.includes(k)) {
+                    match k == own {
+                        true => engine.handle_trusted_packet(out.now, f),
+                        false => frames.push(shard.head + k as usize, f, Origin::Wire),
+                    }
+                }
             }) {
                 any = true;
             }
@@ -237,8 +275,8 @@ impl Device {
             while let Some(n) = frames.build(&mut produce) {
                 any = true;
                 match route(frames.built(n), out.stations) {
-                    Route::Group(to) => frames.keep_for(to, n, sealed),
-                    Route::Host(to) => frames.keep(to, n, sealed),
+                    Route::Group(to) => frames.keep_for(to, n, Origin::Built(sealed)),
+                    Route::Host(to) => frames.keep(to, n, Origin::Built(sealed)),
                     // No wire: a frame for no device of this daemon goes nowhere.
                     Route::Wire => {}
                 }
@@ -250,12 +288,12 @@ impl Device {
             let n = produce(buf)?;
             Some(match route(&buf[..n], out.stations) {
                 Route::Group(to) => {
-                    to.for_each(|to| frames.push(to, &buf[..n], sealed));
+                    to.for_each(|to| frames.push(to, &buf[..n], Origin::Built(sealed)));
                     (n, true)
                 }
                 // Same-host traffic never touches the wire.
                 Route::Host(to) => {
-                    frames.push(to, &buf[..n], sealed);
+                    frames.push(to, &buf[..n], Origin::Built(sealed));
                     (n, false)
                 }
                 Route::Wire => (n, true),
@@ -381,6 +419,7 @@ impl Device {
                 .chain(self.multicast.difference(&wanted).map(|m| (*m, false)))
                 .collect();
         self.multicast = wanted;
+        let changes = self.filter.count(changes);
         let (Some(name), false) = (self.info.netdev.clone(), matches!(self.wire, Wire::Local))
         else {
             return;
@@ -403,6 +442,34 @@ impl Device {
         self.wire.poll_fds(fds);
         fds.extend(self.watch.as_ref().map(gid::Watch::fd));
         fds.extend(self.ports.values().filter_map(|p| p.rings.wake_fd()));
+    }
+}
+
+/// The multicast MACs in an interface's receive filter, with how many shards of its device
+/// want each: a shard whose QPs leave a group keeps it there while another's are in it.
+#[derive(Default)]
+pub(crate) struct Filter(Mutex<BTreeMap<[u8; 6], usize>>);
+
+impl Filter {
+    /// Counts a shard's `changes` (a MAC wanted, or no longer); returns those the interface's
+    /// filter must make: the first shard in adds, the last out removes.
+    fn count(&self, changes: Vec<([u8; 6], bool)>) -> Vec<([u8; 6], bool)> {
+        let mut wanted = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        (changes.into_iter())
+            .filter(|&(mac, add)| {
+                let n = wanted.entry(mac).or_default();
+                let before = *n;
+                *n = if add {
+                    before + 1
+                } else {
+                    before.saturating_sub(1)
+                };
+                if *n == 0 {
+                    wanted.remove(&mac);
+                }
+                before == usize::from(!add)
+            })
+            .collect()
     }
 }
 
@@ -498,5 +565,21 @@ mod tests {
             panic!("not a group's")
         };
         assert_eq!(to.collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+
+    #[test]
+    fn a_group_stays_in_the_filter_until_no_shard_wants_it() {
+        let (a, b) = ([1, 0, 0x5e, 0, 0, 1], [1, 0, 0x5e, 0, 0, 2]);
+        let filter = Filter::default();
+        assert_eq!(filter.count(vec![(a, true)]), [(a, true)]);
+        assert_eq!(filter.count(vec![(a, true), (b, true)]), [(b, true)]);
+        assert_eq!(filter.count(vec![(a, false)]), []);
+        assert_eq!(
+            filter.count(vec![(a, false), (b, false)]),
+            [(a, false), (b, false)]
+        );
+        // A removal nobody asked for changes nothing.
+        assert_eq!(filter.count(vec![(a, false)]), []);
+        assert_eq!(filter.count(vec![(a, true)]), [(a, true)]);
     }
 }

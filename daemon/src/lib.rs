@@ -62,7 +62,8 @@ pub struct Daemon {
     inboxes: Vec<Receiver<Frames>>,
     /// The scratch space of the passes a verbs call runs on its device.
     pass: Pass,
-    /// How many shards (engines) a device with no wire has.
+    /// How many shards (engines) a device has (an AF_XDP one at most one per queue, an
+    /// AF_PACKET one one).
     shards: usize,
     /// The rdma_cm ids of every event channel.
     cm: rdma_cm::RdmaCm,
@@ -110,7 +111,7 @@ pub fn default_workers() -> usize {
         })
 }
 
-/// How many shards a daemon gives each device with no wire unless told: `SOFTRNIC_SHARDS`,
+/// How many shards a daemon gives each device unless told: `SOFTRNIC_SHARDS`,
 /// or one. More spread the programs of one device over the workers; an XRC domain cannot be
 /// shared by programs on different shards.
 pub fn default_shards() -> usize {
@@ -179,8 +180,9 @@ impl Daemon {
         })
     }
 
-    /// Gives each device with no wire brought up from now on `shards` engines (at least
-    /// one), so that its programs' QPs run on as many workers (see [`device::Shard`]).
+    /// Gives each device brought up from now on `shards` engines (at least one; on AF_XDP
+    /// at most one per queue, on AF_PACKET one), so that its programs' QPs run on as many
+    /// workers (see [`device::Shard`]).
     pub fn set_shards(&mut self, shards: usize) {
         self.shards = shards.max(1);
     }
@@ -477,7 +479,7 @@ impl Daemon {
         // A local device stands on `lo` with its addresses, as rxe attached to it, unless
         // another does already.
         let lo = req.netdev.is_none() && !self.has_lo();
-        let (wire, watch, backend, reason, mac, mtu, gids) = match &req.netdev {
+        let (wires, backend, reason, mac, mtu, gids) = match &req.netdev {
             None => {
                 if req.backend.is_some_and(|b| b != BackendKind::Local) {
                     return Err(io::Error::new(
@@ -491,15 +493,13 @@ impl Daemon {
                     false => LOCAL.to_owned(),
                 };
                 let gids = local_gids(number, lo);
-                (Wire::Local, None, BackendKind::Local, why, mac, 9000, gids)
+                let wires = (0..self.shards).map(|_| (Wire::Local, None)).collect();
+                (wires, BackendKind::Local, why, mac, 9000, gids)
             }
             Some(ifname) => self.open_wire(number, ifname, req)?,
         };
-        // Only a device with no wire is sharded: a wire's frames come in through one engine.
-        let shards = match wire {
-            Wire::Local => self.shards,
-            Wire::Link(_) => 1,
-        };
+        // A wire is sharded as far as its receive queues go (see `device::Shard`).
+        let shards = wires.len();
         let n = (0..=self.devices.len())
             .find(|&n| (n..n + shards).all(|d| self.devices.get(d).is_none_or(Option::is_none)))
             .expect("room past the end");
@@ -530,9 +530,8 @@ impl Daemon {
             "device up"
         );
         self.shared.switch.set(n, shards, &info);
-        let mut wire = Some(wire);
-        let mut watch = watch;
-        for k in 0..shards {
+        let filter = Arc::new(device::Filter::default());
+        for (k, (wire, watch)) in wires.into_iter().enumerate() {
             let lane = Lane::new(k as u32, shards as u32).expect("k < shards");
             let config = Config {
                 // Each shard its own PSNs and CM ids; one key secret.
@@ -548,10 +547,11 @@ impl Daemon {
                 info: info.clone(),
                 shard: Shard { head: n, lane },
                 engine: Engine::new(config, ProcessMemory::default()),
-                wire: wire.take().unwrap_or(Wire::Local),
-                watch: watch.take(),
+                wire,
+                watch,
                 neighbours: HashMap::new(),
                 multicast: BTreeSet::new(),
+                filter: Arc::clone(&filter),
                 ports: BTreeMap::new(),
                 xrcd_files: BTreeMap::new(),
                 moved: false,
@@ -568,22 +568,10 @@ impl Daemon {
     }
 
     /// Opens the backend on `ifname` for device `n`: the one asked for, or the best that
-    /// works, saying why.
-    #[allow(clippy::type_complexity)]
-    fn open_wire(
-        &self,
-        n: usize,
-        ifname: &str,
-        req: &UpRequest,
-    ) -> io::Result<(
-        Wire,
-        Option<gid::Watch>,
-        BackendKind,
-        String,
-        [u8; 6],
-        u32,
-        Vec<Gid>,
-    )> {
+    /// works, saying why. AF_XDP's queues are dealt out to as many wires as the device has
+    /// shards (fewer if the interface has fewer queues), each with its own address watch;
+    /// AF_PACKET is one wire.
+    fn open_wire(&self, n: usize, ifname: &str, req: &UpRequest) -> io::Result<Opened> {
         let order: &[BackendKind] = match req.backend {
             Some(b) => &[b][..],
             None => &[
@@ -595,23 +583,30 @@ impl Daemon {
         let name = ifname.to_owned();
         in_netns(req.netns.as_deref(), move || sys::if_index(&name))
             .map_err(|e| io::Error::new(e.kind(), format!("no interface {ifname}: {e}")))?;
+        let shards = self.shards;
         let mut failures = Vec::new();
         for &kind in order {
             let name = ifname.to_owned();
             let opened = in_netns(req.netns.as_deref(), move || {
-                let watch = gid::Watch::open(&name)?;
-                let gids = watch.table()?;
-                let wire = match kind {
-                    BackendKind::XdpDrv => Wire::Link(Box::new(AfXdp::open(&name, XdpMode::Drv)?)),
-                    BackendKind::XdpSkb => Wire::Link(Box::new(AfXdp::open(&name, XdpMode::Skb)?)),
-                    BackendKind::Packet => Wire::Link(Box::new(AfPacket::open(&name)?)),
-                    BackendKind::Local => Wire::Local,
+                let xdp = |mode| -> io::Result<Vec<Wire>> {
+                    let parts = AfXdp::open_split(&name, mode, shards)?;
+                    Ok(parts.into_iter().map(|p| Wire::Link(Box::new(p))).collect())
                 };
-                Ok((wire, watch, gids))
+                let wires = match kind {
+                    BackendKind::XdpDrv => xdp(XdpMode::Drv)?,
+                    BackendKind::XdpSkb => xdp(XdpMode::Skb)?,
+                    BackendKind::Packet => vec![Wire::Link(Box::new(AfPacket::open(&name)?))],
+                    BackendKind::Local => (0..shards).map(|_| Wire::Local).collect(),
+                };
+                let wires = (wires.into_iter())
+                    .map(|w| Ok((w, Some(gid::Watch::open(&name)?))))
+                    .collect::<io::Result<Vec<_>>>()?;
+                let gids = gid::table(&name)?;
+                Ok((wires, gids))
             });
             match opened {
-                Ok((wire, watch, gids)) => {
-                    let (mac, mtu) = match &wire {
+                Ok((wires, gids)) => {
+                    let (mac, mtu) = match &wires[0].0 {
                         Wire::Link(l) => (l.mac(), l.mtu()),
                         Wire::Local => (local_mac(n), 9000),
                     };
@@ -622,15 +617,22 @@ impl Daemon {
                         }
                         None => format!("{kind:?}, after {}", failures.join("; ")),
                     };
-                    if let Wire::Link(l) = &wire
-                        && l.queues() > 1
-                    {
-                        reason += &format!(", on {} receive queues", l.queues());
+                    let queues: usize = (wires.iter())
+                        .map(|(w, _)| match w {
+                            Wire::Link(l) => l.queues(),
+                            Wire::Local => 0,
+                        })
+                        .sum();
+                    if queues > 1 {
+                        reason += &format!(", on {queues} receive queues");
+                    }
+                    if wires.len() > 1 {
+                        reason += &format!(" in {} shards", wires.len());
                     }
                     if gids.is_empty() {
                         tracing::warn!(%ifname, "no IP address yet, so no GID until one is added");
                     }
-                    return Ok((wire, Some(watch), kind, reason, mac, mtu, gids));
+                    return Ok((wires, kind, reason, mac, mtu, gids));
                 }
                 Err(e) => failures.push(format!("{kind:?} failed: {e}")),
             }
@@ -638,6 +640,17 @@ impl Daemon {
         Err(io::Error::other(failures.join("; ")))
     }
 }
+
+/// What `open_wire` opened: each shard's wire and address watch, the backend, why it is the
+/// one, and the interface's MAC, MTU and GIDs.
+type Opened = (
+    Vec<(Wire, Option<gid::Watch>)>,
+    BackendKind,
+    String,
+    [u8; 6],
+    u32,
+    Vec<Gid>,
+);
 
 impl Drop for Daemon {
     fn drop(&mut self) {

@@ -107,8 +107,18 @@ impl Switch {
     }
 }
 
-/// Same-host frames: their bytes back to back, and (device, start, length, sealed) of each,
-/// where sealed says it carries its ICRC. Kept between passes to reuse the allocations. A
+/// Where a same-host frame comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// An engine of this daemon built it: with its ICRC (`true`), or without it (no capture
+    /// ran).
+    Built(bool),
+    /// Another shard of its device took it from the wire: that shard checked its ICRC, and a
+    /// capture has it already.
+    Wire,
+}
+
+/// Same-host frames: their bytes back to back, and (device, start, length, origin) of each. Kept between passes to reuse the allocations. A
 /// frame of a device with no wire is built here in place ([`Frames::build`]), so it is never
 /// copied on its way to the engine that takes it.
 #[derive(Default)]
@@ -117,7 +127,7 @@ pub(crate) struct Frames {
     /// frame in it writes only the frame.
     bytes: Vec<u8>,
     used: usize,
-    frames: Vec<(usize, usize, usize, bool)>,
+    frames: Vec<(usize, usize, usize, Origin)>,
 }
 
 impl Frames {
@@ -131,9 +141,9 @@ impl Frames {
     }
 
     /// A copy of `frame`, for device `to`.
-    pub fn push(&mut self, to: usize, frame: &[u8], sealed: bool) {
+    pub fn push(&mut self, to: usize, frame: &[u8], origin: Origin) {
         self.room(frame.len()).copy_from_slice(frame);
-        self.keep(to, frame.len(), sealed);
+        self.keep(to, frame.len(), origin);
     }
 
     /// Builds a frame in place with `fill` (which writes it into room for the largest frame
@@ -149,23 +159,23 @@ impl Frames {
     }
 
     /// Keeps the frame built (or copied) last, `len` bytes long, for device `to`.
-    pub fn keep(&mut self, to: usize, len: usize, sealed: bool) {
-        self.frames.push((to, self.used, len, sealed));
+    pub fn keep(&mut self, to: usize, len: usize, origin: Origin) {
+        self.frames.push((to, self.used, len, origin));
         self.used += len;
     }
 
     /// Keeps the frame built last, `len` bytes long, for every device of `to` (a multicast
     /// frame): the first takes it in place, the others copies.
-    pub fn keep_for(&mut self, mut to: impl Iterator<Item = usize>, len: usize, sealed: bool) {
+    pub fn keep_for(&mut self, mut to: impl Iterator<Item = usize>, len: usize, origin: Origin) {
         let Some(first) = to.next() else {
             return;
         };
         let start = self.used;
-        self.keep(first, len, sealed);
+        self.keep(first, len, origin);
         for d in to {
             self.room(len);
             self.bytes.copy_within(start..start + len, self.used);
-            self.keep(d, len, sealed);
+            self.keep(d, len, origin);
         }
     }
 
@@ -173,11 +183,11 @@ impl Frames {
         self.frames.is_empty()
     }
 
-    /// Each frame, with the device it is for and whether it carries its ICRC.
-    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8], bool)> {
+    /// Each frame, with the device it is for and where it comes from.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, &[u8], Origin)> {
         self.frames
             .iter()
-            .map(|&(to, start, len, sealed)| (to, &self.bytes[start..start + len], sealed))
+            .map(|&(to, start, len, origin)| (to, &self.bytes[start..start + len], origin))
     }
 
     pub fn clear(&mut self) {
@@ -208,7 +218,7 @@ mod tests {
     #[test]
     fn frames_built_in_place_copied_and_multicast_keep_their_bytes() {
         let mut f = Frames::default();
-        f.push(3, b"copied", true);
+        f.push(3, b"copied", Origin::Wire);
         // A frame built and not kept is overwritten by the next.
         assert_eq!(f.build(|room| Some(room.len())), Some(MAX_FRAME));
         let n = f.build(|room| {
@@ -216,7 +226,7 @@ mod tests {
             Some(5)
         });
         assert_eq!(f.built(5), b"built");
-        f.keep(1, n.unwrap(), false);
+        f.keep(1, n.unwrap(), Origin::Built(false));
         assert_eq!(f.build(|_| None), None);
         let n = f
             .build(|room| {
@@ -224,19 +234,22 @@ mod tests {
                 Some(5)
             })
             .unwrap();
-        f.keep_for([0, 2].into_iter(), n, true);
+        f.keep_for([0, 2].into_iter(), n, Origin::Built(true));
         let got: Vec<_> = f.iter().map(|(to, b, s)| (to, b.to_vec(), s)).collect();
         let want = [
-            (3, "copied", true),
-            (1, "built", false),
-            (0, "group", true),
-            (2, "group", true),
+            (3, "copied", Origin::Wire),
+            (1, "built", Origin::Built(false)),
+            (0, "group", Origin::Built(true)),
+            (2, "group", Origin::Built(true)),
         ]
         .map(|(to, b, s)| (to, b.as_bytes().to_vec(), s));
         assert_eq!(got, want);
         f.clear();
         assert!(f.is_empty());
-        f.push(4, b"again", true);
-        assert_eq!(f.iter().collect::<Vec<_>>(), [(4, &b"again"[..], true)]);
+        f.push(4, b"again", Origin::Wire);
+        assert_eq!(
+            f.iter().collect::<Vec<_>>(),
+            [(4, &b"again"[..], Origin::Wire)]
+        );
     }
 }

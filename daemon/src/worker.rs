@@ -17,7 +17,7 @@ use softrnic_emu_core::Instant;
 use softrnic_sys as sys;
 
 use crate::device::{Device, Out, Outgoing};
-use crate::switch::{Frames, Station, Switch, Tap};
+use crate::switch::{Frames, Origin, Station, Switch, Tap};
 
 /// How long a thread keeps polling after its last work before it sleeps.
 pub(crate) const SPIN: Duration = Duration::from_micros(200);
@@ -256,8 +256,11 @@ impl Pass {
         let mut any = false;
         for (d, dev) in devices.iter_mut() {
             any |= dev.take_posted(&shared.switch);
-            any |= dev.receive(*d, &out, &shared.switch, &mut self.taps);
+            let (taps, frames) = (&mut self.taps, &mut self.frames);
+            any |= dev.receive(*d, &out, &shared.switch, taps, frames);
         }
+        // Frames the wire brought for other shards of their devices.
+        any |= self.deliver(shared, &out, devices);
         while let Some(batch) = inbox.and_then(|i| i.try_recv().ok()) {
             self.frames = batch;
             any |= self.deliver(shared, &out, devices);
@@ -319,13 +322,13 @@ impl Pass {
             return false;
         }
         let frames = std::mem::take(&mut self.frames);
-        for (to, frame, sealed) in frames.iter() {
+        for (to, frame, origin) in frames.iter() {
             let Some((_, target)) = devices.iter_mut().find(|x| x.0 == to) else {
-                self.away[shared.worker_of(to)].push(to, frame, sealed);
+                self.away[shared.worker_of(to)].push(to, frame, origin);
                 continue;
             };
             // A frame from another worker may have been built before this capture began.
-            if out.capturing {
+            if let (true, Origin::Built(sealed)) = (out.capturing, origin) {
                 self.taps.push(Tap::arriving(to, frame, sealed));
             }
             target.engine.handle_trusted_packet(out.now, frame);

@@ -25,6 +25,16 @@ pub enum Lanes {
     All,
 }
 
+impl Lanes {
+    /// Whether lane `index` takes the frame.
+    pub fn includes(self, index: u32) -> bool {
+        match self {
+            Lanes::One(k) => k == index,
+            Lanes::All => true,
+        }
+    }
+}
+
 impl Lane {
     /// The one lane of a device with one engine: every number.
     pub const ONLY: Lane = Lane { index: 0, count: 1 };
@@ -106,5 +116,7 @@ mod tests {
         assert_eq!(Lane::of(MULTICAST_QPN, 4), Lanes::All);
         assert_eq!(Lane::of(0x13, 1), Lanes::One(0));
         assert_eq!(Lane::new(2, 2), None);
+        assert!(Lanes::One(1).includes(1) && !Lanes::One(1).includes(0));
+        assert!(Lanes::All.includes(0) && Lanes::All.includes(3));
     }
 }

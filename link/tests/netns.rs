@@ -458,3 +458,61 @@ fn neighbours_resolve_through_the_kernel_over_ipv4_and_ipv6() {
     let err = found[2].as_ref().unwrap_err().to_string();
     assert!(err.contains("no ARP/ND answer from 198.18.1.77"), "{err}");
 }
+
+/// `AfXdp::open_split` deals an interface's queues out (queue q to part q % parts, at most one
+/// part per queue): a frame the peer sends on queue q arrives at part (q % parts) only, and
+/// a part goes on receiving after another is dropped (the program stays while any lives).
+#[test]
+fn af_xdp_queues_dealt_out_to_parts() {
+    use softrnic_wire::{Opcode, sample};
+    let pair = VethPair::with_queues("split", 1500, 4).expect("a veth pair (needs root)");
+    sys::enter_netns(&pair.path(0)).expect("enter namespace");
+    let parts = AfXdp::open_split(&pair.ifs[0], XdpMode::Drv, 8).expect("AF_XDP");
+    assert_eq!(parts.iter().map(|p| p.queues()).collect::<Vec<_>>(), [1; 4]);
+    drop(parts);
+    let mut parts = AfXdp::open_split(&pair.ifs[0], XdpMode::Drv, 2).expect("AF_XDP");
+    assert_eq!(parts.iter().map(|p| p.queues()).collect::<Vec<_>>(), [2, 2]);
+    let mac = parts[0].mac();
+    sys::enter_netns(&pair.path(1)).expect("enter namespace");
+    let mut peer = AfXdp::open(&pair.ifs[1], XdpMode::Drv).expect("AF_XDP");
+    // The peer sends on the queue the UDP source port picks; veth hands a frame to the same
+    // queue of the other end.
+    let send = |peer: &mut AfXdp, port: u16| {
+        let mut s = sample::example(Opcode::RcSendOnly, sample::Ip::V4, 7, 64);
+        s.repr.eth.dst = EthernetAddress(mac);
+        s.repr.udp.src_port = port;
+        let frame = s.frame();
+        assert!(peer.transmit(&mut |buf| {
+            buf[..frame.len()].copy_from_slice(&frame);
+            Some(frame.len())
+        }));
+        peer.flush();
+        frame
+    };
+    // The next frame a part receives within `wait`.
+    let receive = |part: &mut AfXdp, wait: u64| -> Option<Vec<u8>> {
+        let deadline = std::time::Instant::now() + Duration::from_millis(wait);
+        while std::time::Instant::now() < deadline {
+            let mut got = None;
+            if part.receive(&mut |f| got = Some(f.to_vec())) {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    };
+    for port in 0xc000u16..0xc004 {
+        let frame = send(&mut peer, port);
+        let to = usize::from(port % 4) % 2;
+        assert_eq!(
+            receive(&mut parts[to], 5000).as_ref(),
+            Some(&frame),
+            "port {port:#x}"
+        );
+        assert_eq!(receive(&mut parts[1 - to], 100), None, "port {port:#x}");
+    }
+    let mut second = parts.pop().expect("two parts");
+    drop(parts);
+    let frame = send(&mut peer, 0xc001);
+    assert_eq!(receive(&mut second, 5000), Some(frame));
+}

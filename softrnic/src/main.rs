@@ -137,8 +137,9 @@ enum Command {
         /// `SOFTRNIC_WORKERS`, or one per two CPUs.
         #[arg(long)]
         workers: Option<std::num::NonZeroUsize>,
-        /// Engines per device with no wire, each serving its share of the programs (and
-        /// their QPs) on its own worker; by default `SOFTRNIC_SHARDS`, or one. Programs on
+        /// Engines per device, each serving its share of the programs (and their QPs) on its
+        /// own worker, and on AF_XDP its share of the interface's queues (so at most one per
+        /// queue; AF_PACKET has one); by default `SOFTRNIC_SHARDS`, or one. Programs on
         /// different shards cannot share an XRC domain.
         #[arg(long)]
         shards: Option<std::num::NonZeroUsize>,

@@ -281,6 +281,67 @@ fn programs_on_the_shards_of_one_device() {
     assert!(said.contains("Couldn't Open the XRC Domain 95"), "{said}");
 }
 
+/// A wired (AF_XDP) device in two shards on two workers, each shard with one of the
+/// interface's two queues: it sends on its own, and a frame that arrives on the other's
+/// crosses to its QP's shard. Everything `across_threads` runs passes between two such hosts.
+/// Then, with a program holding the server's first shard, `ib_write_bw -q 8` runs on the
+/// server's second shard (all its QPNs in lane 1) and the client's first (lane 0): the
+/// server's frames leave on its queue 1 and arrive on the client's queue 1, its second
+/// shard's, which hands them to the first.
+#[test]
+fn programs_on_the_shards_of_a_wired_device() {
+    let _serial = serial();
+    let s = Setup::new(Topology::VethShards, "wsh");
+    let status = text(&s.server().softrnic(&["status"]).output().unwrap().stdout);
+    assert!(
+        status.contains("on 2 receive queues in 2 shards"),
+        "{status}"
+    );
+    across_threads(&s);
+
+    let host = s.server();
+    let (gid, port) = (host.gid.to_string(), next_port());
+    let args = ["ibv_rc_pingpong", "-g", &gid, "-p", &port];
+    let mut first = Running(
+        host.program(&args.map(String::from))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // It waits for a client once its QP (and CQ) exist.
+    first.wait_until("took the first shard", || {
+        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
+        !status.contains("cqs 0 ")
+    });
+    let pair = s.pair.as_ref().expect("veth");
+    let redirected = |i: usize, q: usize| -> u64 {
+        let stats = in_ns(Some(&pair.ns[i]), "ethtool")
+            .args(["-S", &pair.ifs[i]])
+            .output()
+            .expect("ethtool");
+        let (stats, key) = (text(&stats.stdout), format!("rx_queue_{q}_xdp_redirect:"));
+        (stats.lines())
+            .find_map(|l| l.trim().strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
+    };
+    let before = redirected(1, 1);
+    let (server, client) = s.run(
+        "-x",
+        &["ib_write_bw", "-q", "8", "-n", "200", "-F", "-u", "18"],
+    );
+    let lanes = |out: &str| -> std::collections::BTreeSet<u32> {
+        local_qpns(out).iter().map(|q| q % 2).collect()
+    };
+    assert_eq!(lanes(&server), [1].into(), "{server}");
+    assert_eq!(lanes(&client), [0].into(), "{client}");
+    assert!(
+        redirected(1, 1) > before,
+        "no frame reached the client's queue 1"
+    );
+}
+
 /// The QPNs a perftest or pingpong program says its QPs have (`local address: ... QPN 0x...`).
 fn local_qpns(out: &str) -> Vec<u32> {
     let qpns: Vec<u32> = out

@@ -291,13 +291,17 @@ fn mckey(s: &Setup, server: &str, client: &str) {
 
 /// rdma_cm between two programs on the two shards of one device: the CM's MADs go through
 /// the first shard (QP1 is its), the connection's frames from shard to shard, and a multicast
-/// datagram reaches the members on every shard.
+/// datagram reaches the members on every shard. Then between hosts whose wired devices are
+/// in two shards: MADs and datagrams that arrive on the second shard's queue reach the first.
 #[test]
 fn rdma_cm_programs_on_the_shards_of_one_device() {
     let _serial = serial();
     let s = Setup::new(Topology::Shards, "rpsh");
     rping(&s, "127.0.0.1", &[]);
     mckey(&s, "198.19.255.1", "198.19.255.1");
+    let s = Setup::new(Topology::VethShards, "rpwsh");
+    rping(&s, "198.18.1.1", &[]);
+    mckey(&s, "198.18.1.1", "198.18.1.2");
 }
 
 #[test]

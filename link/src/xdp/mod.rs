@@ -12,6 +12,7 @@ mod ring;
 use std::io;
 use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Link;
@@ -49,10 +50,11 @@ pub struct XdpStats {
     pub rx_too_long: u64,
 }
 
-/// AF_XDP sockets on every receive queue of one interface, with the program that sends each
-/// queue's RoCEv2 frames to its socket attached.
+/// AF_XDP sockets on the receive queues of one interface (every queue, or a share of them:
+/// [`AfXdp::open_split`]), with the program that sends each queue's RoCEv2 frames to its
+/// socket attached.
 pub struct AfXdp {
-    /// One per receive queue, in queue order.
+    /// One per receive queue it serves, in queue order.
     sockets: Vec<Socket>,
     /// The socket `receive` looks at first (they take turns).
     next_rx: usize,
@@ -60,6 +62,12 @@ pub struct AfXdp {
     /// likely of the same QP (a frame of another queue's is copied there).
     last_tx: usize,
     interface: Interface,
+    /// The program, attached while any share of the interface's queues is open.
+    _attached: Arc<Attached>,
+}
+
+/// The XDP program on an interface, and its map of the queues' sockets.
+struct Attached {
     // The link detaches the program on drop; the map and program live as long.
     _link: OwnedFd,
     _prog: OwnedFd,
@@ -122,6 +130,14 @@ impl AfXdp {
     /// Opens interface `ifname` (in the calling thread's namespace), binds a socket to each
     /// of its receive queues, and attaches the program in `mode`.
     pub fn open(ifname: &str, mode: Mode) -> io::Result<AfXdp> {
+        let mut parts = AfXdp::open_split(ifname, mode, 1)?;
+        Ok(parts.remove(0))
+    }
+
+    /// As [`open`](Self::open), with the queues dealt out to `parts` backends (queue `q` to
+    /// part `q % parts`), so that each runs on its own thread: as many parts as asked, or as
+    /// the interface has queues if fewer. Each sends on its own queues only.
+    pub fn open_split(ifname: &str, mode: Mode, parts: usize) -> io::Result<Vec<AfXdp>> {
         let ifindex = sys::if_index(ifname).map_err(|e| err(e, ifname))?;
         let probe = sys::packet_socket().map_err(|e| err(e, "query the interface"))?;
         let interface = Interface::query(&probe, ifname).map_err(|e| err(e, ifname))?;
@@ -138,15 +154,26 @@ impl AfXdp {
         let prog = bpf::load(&xskmap).map_err(|e| err(e, "load the XDP program"))?;
         let link =
             bpf::attach(&prog, ifindex, mode).map_err(|e| err(e, "attach the XDP program"))?;
-        Ok(AfXdp {
-            sockets,
-            next_rx: 0,
-            last_tx: 0,
-            interface,
+        let attached = Arc::new(Attached {
             _link: link,
             _prog: prog,
             _map: xskmap,
-        })
+        });
+        let parts = parts.clamp(1, sockets.len());
+        let mut shares: Vec<Vec<Socket>> = (0..parts).map(|_| Vec::new()).collect();
+        for (q, socket) in sockets.into_iter().enumerate() {
+            shares[q % parts].push(socket);
+        }
+        Ok(shares
+            .into_iter()
+            .map(|sockets| AfXdp {
+                sockets,
+                next_rx: 0,
+                last_tx: 0,
+                interface,
+                _attached: Arc::clone(&attached),
+            })
+            .collect())
     }
 
     /// Its counters, summed over the queues, and each queue's frames received.

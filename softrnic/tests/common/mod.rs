@@ -55,7 +55,12 @@ pub struct Host {
 impl Host {
     /// Starts a daemon and adds a device: on `netdev`, or local.
     pub fn start(tag: &str, ns: Option<&str>, netdev: Option<&str>) -> Host {
-        let mut host = Host::daemon(tag, ns, &[]);
+        Host::start_with(tag, ns, netdev, &[])
+    }
+
+    /// As [`start`](Self::start), the daemon started with `args` (`softrnic daemon ARGS`).
+    pub fn start_with(tag: &str, ns: Option<&str>, netdev: Option<&str>, args: &[&str]) -> Host {
+        let mut host = Host::daemon(tag, ns, args);
         let mut up = vec!["up"];
         if let Some(n) = netdev {
             up.extend(["--netdev", n]);
@@ -441,6 +446,10 @@ pub enum Topology {
     /// two shards: each process on its own shard and worker, same-host frames crossing
     /// between them by QPN.
     Shards,
+    /// As `Veth`, each daemon with two workers and its device in two shards, each shard on
+    /// one of the interface's two queues: a frame that arrives on the other shard's queue
+    /// crosses to its QP's shard.
+    VethShards,
 }
 
 pub const TOPOLOGIES: [Topology; 2] = [Topology::OneHost, Topology::Veth];
@@ -475,7 +484,11 @@ impl Setup {
                 pair: None,
                 devices: None,
             },
-            Topology::Veth => {
+            Topology::Veth | Topology::VethShards => {
+                let args: &[&str] = match topology {
+                    Topology::Veth => &[],
+                    _ => &["--workers", "2", "--shards", "2"],
+                };
                 // Two queues a side: AF_XDP serves every receive queue, and a QP's frames
                 // leave on the queue its UDP source port picks.
                 let pair = VethPair::with_queues(tag, 1500, 2).expect("a veth pair (needs root)");
@@ -485,7 +498,8 @@ impl Setup {
                 }
                 let hosts = (0..2)
                     .map(|i| {
-                        Host::start(&format!("{tag}{i}"), Some(&pair.ns[i]), Some(&pair.ifs[i]))
+                        let (tag, ns) = (format!("{tag}{i}"), Some(pair.ns[i].as_str()));
+                        Host::start_with(&tag, ns, Some(&pair.ifs[i]), args)
                     })
                     .collect();
                 Setup {
