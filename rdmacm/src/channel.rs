@@ -3,7 +3,7 @@
 //! from them.
 
 use core::ffi::{c_char, c_int};
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -24,12 +24,13 @@ pub(crate) struct ChannelPriv {
     _fd: OwnedFd,
 }
 
-/// The serials of the channels not yet destroyed: tells a blocked reader whether the end of its
-/// notification pipe means the daemon went away or the program closed the channel under it.
-static OPEN: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+/// The channels not yet destroyed, by serial, with their addresses: tells a reader whether the
+/// channel it was given, or the one it waits in, was destroyed under it, and whether the end
+/// of its notification pipe means the daemon went away instead.
+static OPEN: Mutex<BTreeMap<u64, usize>> = Mutex::new(BTreeMap::new());
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
-fn open_set() -> MutexGuard<'static, BTreeSet<u64>> {
+fn open_set() -> MutexGuard<'static, BTreeMap<u64, usize>> {
     OPEN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -39,14 +40,14 @@ pub(crate) fn open() -> Result<*mut rdma_event_channel, c_int> {
     let mut client = Client::connect(&default_socket()).map_err(|e| e.errno)?;
     let fd = client.cm_open().map_err(|e| e.errno)?;
     let serial = SERIAL.fetch_add(1, Ordering::Relaxed);
-    open_set().insert(serial);
-    let ch = Box::new(ChannelPriv {
+    let ch = Box::into_raw(Box::new(ChannelPriv {
         ch: rdma_event_channel { fd: fd.as_raw_fd() },
         client: Mutex::new(client),
         serial,
         _fd: fd,
-    });
-    Ok(Box::into_raw(ch).cast())
+    }));
+    open_set().insert(serial, ch as usize);
+    Ok(ch.cast())
 }
 
 /// The daemon connection of channel `ch`.
@@ -72,28 +73,47 @@ pub(crate) unsafe fn close(ch: *mut rdma_event_channel) {
 /// Waits for the next event of `ch` (or finds none, on a non-blocking fd: EAGAIN) and reads
 /// it from the daemon. A notification whose event went before it was read (its id destroyed,
 /// its multicast join left) is passed over.
+///
+/// Another thread may destroy the channel while this one waits in it, or on its way into or
+/// out of the wait (its fd then reads EOF, once the daemon closes its end, or EBADF). The
+/// kernel's read holds the file open, so such a reader sleeps until the process ends (rping's
+/// event thread relies on it); this one does the same, and so does one that comes in after
+/// (rping's, when it is slow to loop back), which the kernel's would not survive.
 unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_client::proto::CmEvent, c_int> {
+    let sleep_on = || -> ! {
+        loop {
+            std::thread::park();
+        }
+    };
     // Read while the channel is certainly open: it may be freed while this thread waits.
-    let serial = (*ch.cast::<ChannelPriv>()).serial;
+    let (serial, fd) = {
+        let open = open_set();
+        match open.iter().find(|&(_, &at)| at == ch as usize) {
+            Some((&serial, _)) => (serial, (*ch).fd),
+            None => {
+                drop(open);
+                sleep_on()
+            }
+        }
+    };
     loop {
-        match softrnic_sys::take_notification((*ch).fd) {
+        match softrnic_sys::take_notification(fd) {
             Ok(true) => {}
             Ok(false) => return Err(libc::EAGAIN),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                if open_set().contains(&serial) {
-                    // The daemon is gone: as a removed rdma_cm device.
-                    return Err(libc::ENODEV);
-                }
-                // Another thread destroyed the channel while this one waited in it. The
-                // kernel's read holds the file open, so such a reader sleeps until the process
-                // ends (rping's event thread relies on it); this one does the same.
-                loop {
-                    std::thread::park();
-                }
-            }
+            Err(_) if !open_set().contains_key(&serial) => sleep_on(),
+            // The daemon is gone: as a removed rdma_cm device.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(libc::ENODEV),
             Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
         }
-        match client(ch).cm_event() {
+        // The channel is not freed while the set says it is open and is held.
+        let open = open_set();
+        if !open.contains_key(&serial) {
+            drop(open);
+            sleep_on();
+        }
+        let read = client(ch).cm_event();
+        drop(open);
+        match read {
             Err(e) if e.errno == libc::EAGAIN => continue,
             r => return r.map_err(|e| errno_of("rdma_get_cm_event", &e)),
         }

@@ -1,7 +1,9 @@
 /* A thread waits in rdma_get_cm_event while another destroys its channel, as rping's event
  * thread does at the end of every run. With the kernel's rdma_cm the waiter sleeps on (its
  * read holds the channel's file open) until the process ends; it must not wake with an error,
- * which rping's thread answers with exit(-1) before main returns 0. Prints "ok". */
+ * which rping's thread answers with exit(-1) before main returns 0. Then a thread comes into
+ * rdma_get_cm_event only after its channel was destroyed, as rping's does when it is slow to
+ * loop back after its last event: it sleeps on too. Prints "ok". */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
@@ -13,12 +15,10 @@
 
 #define CHECK(c) do { if (!(c)) { fprintf(stderr, "%s:%d: %s (errno %d)\n", __FILE__, __LINE__, #c, errno); exit(1); } } while (0)
 
-static struct rdma_event_channel *channel;
 static pid_t waiter_tid;
 
-static void *waiter(void *arg)
+static void *waiter(void *channel)
 {
-	(void)arg;
 	__atomic_store_n(&waiter_tid, gettid(), __ATOMIC_RELEASE);
 	struct rdma_cm_event *ev;
 	int r = rdma_get_cm_event(channel, &ev);
@@ -46,16 +46,24 @@ static void wait_for_syscall(pid_t tid, long nr)
 		usleep(1000);
 }
 
-int main(void)
+/* Starts a thread waiting in `channel`; its thread id. */
+static pid_t start_waiter(struct rdma_event_channel *channel)
 {
-	alarm(60); /* a bound for the test, not a timeout of the protocol */
-	channel = rdma_create_event_channel();
-	CHECK(channel);
+	__atomic_store_n(&waiter_tid, 0, __ATOMIC_RELEASE);
 	pthread_t t;
-	CHECK(!pthread_create(&t, NULL, waiter, NULL));
+	CHECK(!pthread_create(&t, NULL, waiter, channel));
 	pid_t tid;
 	while (!(tid = __atomic_load_n(&waiter_tid, __ATOMIC_ACQUIRE)))
 		usleep(1000);
+	return tid;
+}
+
+int main(void)
+{
+	alarm(60); /* a bound for the test, not a timeout of the protocol */
+	struct rdma_event_channel *channel = rdma_create_event_channel();
+	CHECK(channel);
+	pid_t tid = start_waiter(channel);
 	wait_for_syscall(tid, SYS_read);
 
 	/* A second descriptor of the channel's pipe sees its end: the daemon has let the channel
@@ -67,6 +75,11 @@ int main(void)
 	CHECK(read(fd, &byte, 1) == 0);
 	/* It goes back to sleep, for good. */
 	wait_for_syscall(tid, SYS_futex);
+
+	channel = rdma_create_event_channel();
+	CHECK(channel);
+	rdma_destroy_event_channel(channel);
+	wait_for_syscall(start_waiter(channel), SYS_futex);
 	printf("ok\n");
 	return 0;
 }
