@@ -50,6 +50,8 @@ pub struct Host {
     pub daemon: Child,
     /// The GID index of the device's IPv4 address (what `-g`/`-x` name).
     pub gid: usize,
+    /// The daemon's log (rdma_cm's steps too), shown when a test fails.
+    log: PathBuf,
 }
 
 impl Host {
@@ -88,15 +90,18 @@ impl Host {
 
     /// Starts a daemon (`softrnic daemon ARGS`) with no device yet.
     fn daemon(tag: &str, ns: Option<&str>, args: &[&str]) -> Host {
-        let socket =
-            std::env::temp_dir().join(format!("srn-prog-{}-{tag}.sock", std::process::id()));
+        let path = |ext: &str| {
+            std::env::temp_dir().join(format!("srn-prog-{}-{tag}.{ext}", std::process::id()))
+        };
+        let (socket, log) = (path("sock"), path("log"));
         let _ = std::fs::remove_file(&socket);
         let daemon = in_ns(ns, env!("CARGO_BIN_EXE_softrnic"))
             .arg("daemon")
             .args(args)
             .env("SOFTRNIC_SOCKET", &socket)
+            .env("SOFTRNIC_LOG", "info,softrnic_daemon::rdma_cm=debug")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("the daemon's log"))
             .spawn()
             .expect("start the daemon");
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -109,6 +114,7 @@ impl Host {
             socket,
             daemon,
             gid: 0,
+            log,
         }
     }
 
@@ -144,8 +150,18 @@ impl Drop for Host {
         let _ = self.daemon.kill();
         let _ = self.daemon.wait();
         let _ = std::fs::remove_file(&self.socket);
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let lines: Vec<&str> = log.lines().collect();
+            let tail = lines[lines.len().saturating_sub(LOG_LINES)..].join("\n");
+            eprintln!("the last lines of {}:\n{tail}", self.log.display());
+        }
+        let _ = std::fs::remove_file(&self.log);
     }
 }
+
+/// How much of a daemon's log a failed test shows.
+const LOG_LINES: usize = 60;
 
 /// A child that is killed if the test fails first.
 pub struct Running(pub Child);
