@@ -118,9 +118,10 @@ pub(crate) enum Origin {
     Wire,
 }
 
-/// Same-host frames: their bytes back to back, and (device, start, length, origin) of each. Kept between passes to reuse the allocations. A
-/// frame of a device with no wire is built here in place ([`Frames::build`]), so it is never
-/// copied on its way to the engine that takes it.
+/// Same-host frames: their bytes back to back, and (device, start, length, origin) of each.
+/// Kept between passes to reuse the allocations. A frame of a device with no wire is built
+/// here in place ([`Frames::build`]), so it is never copied on its way to the engine that
+/// takes it.
 #[derive(Default)]
 pub(crate) struct Frames {
     /// The frames in `bytes[..used]`; the rest is room already initialised, so building a

@@ -4,7 +4,7 @@
 //! poll(2) until a wire, a program or another thread wakes it, or its next timer is due.
 //!
 //! Same-host frames for a device of another worker go to that worker in a batch over a
-//! channel. What only the control thread does (rdma_cm's events, captures) it is told with its
+//! channel, as do frames a shard's wire brought for another shard of its device. What only the control thread does (rdma_cm's events, captures) it is told with its
 //! bell.
 
 use std::os::fd::{AsRawFd, OwnedFd};
