@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use softrnic_client::client::Client;
+use softrnic_link::netns::VethPair;
 
 #[test]
 fn ibv_devices_and_ibv_devinfo_show_the_device() {
@@ -258,23 +259,10 @@ fn programs_on_the_shards_of_one_device() {
     assert!(counter("sent_pkts") > 0, "{stat}");
     assert_eq!(counter("sent_pkts"), counter("rcvd_pkts"), "{stat}");
 
-    // The first program's domain is on its shard; the second program goes to the other.
+    // The first program's domain is on its shard (its CQs come right after it); the second
+    // program goes to the other.
     let host = s.server();
-    let (gid, port) = (host.gid.to_string(), next_port());
-    let args = ["ibv_xsrq_pingpong", "-g", &gid, "-p", &port];
-    let mut server = Running(
-        host.program(&args.map(String::from))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    // Its CQs come right after its domain.
-    server.wait_until("opened its domain", || {
-        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
-        !status.contains("cqs 0 ")
-    });
-    let mut client = args.map(String::from).to_vec();
+    let (_server, mut client) = waiting_server(host, "ibv_xsrq_pingpong");
     client.push("127.0.0.1".into());
     let client = host.program(&client).output().unwrap();
     let said = text(&client.stderr);
@@ -299,34 +287,9 @@ fn programs_on_the_shards_of_a_wired_device() {
     );
     across_threads(&s);
 
-    let host = s.server();
-    let (gid, port) = (host.gid.to_string(), next_port());
-    let args = ["ibv_rc_pingpong", "-g", &gid, "-p", &port];
-    let mut first = Running(
-        host.program(&args.map(String::from))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // It waits for a client once its QP (and CQ) exist.
-    first.wait_until("took the first shard", || {
-        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
-        !status.contains("cqs 0 ")
-    });
+    let _first = waiting_server(s.server(), "ibv_rc_pingpong");
     let pair = s.pair.as_ref().expect("veth");
-    let redirected = |i: usize, q: usize| -> u64 {
-        let stats = in_ns(Some(&pair.ns[i]), "ethtool")
-            .args(["-S", &pair.ifs[i]])
-            .output()
-            .expect("ethtool");
-        let (stats, key) = (text(&stats.stdout), format!("rx_queue_{q}_xdp_redirect:"));
-        (stats.lines())
-            .find_map(|l| l.trim().strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
-    };
-    let before = redirected(1, 1);
+    let before = xdp_redirected(pair, 1, 1);
     let (server, client) = s.run(
         "-x",
         &["ib_write_bw", "-q", "8", "-n", "200", "-F", "-u", "18"],
@@ -336,10 +299,43 @@ fn programs_on_the_shards_of_a_wired_device() {
     };
     assert_eq!(lanes(&server), [1].into(), "{server}");
     assert_eq!(lanes(&client), [0].into(), "{client}");
-    assert!(
-        redirected(1, 1) > before,
-        "no frame reached the client's queue 1"
+    let after = xdp_redirected(pair, 1, 1);
+    assert!(after > before, "no frame reached the client's queue 1");
+}
+
+/// Starts `program` (a pingpong) as a server on `host`, and waits until it has its CQ: it has
+/// opened the device and waits for a client. The running server, and its arguments (to which
+/// a client adds the server's address).
+fn waiting_server(host: &Host, program: &str) -> (Running, Vec<String>) {
+    let (gid, port) = (host.gid.to_string(), next_port());
+    let args = [program, "-g", &gid, "-p", &port]
+        .map(String::from)
+        .to_vec();
+    let mut server = Running(
+        host.program(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
+    server.wait_until("made its CQ", || {
+        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
+        !status.contains("cqs 0 ")
+    });
+    (server, args)
+}
+
+/// The frames receive queue `q` of veth end `i` has redirected to its AF_XDP socket.
+fn xdp_redirected(pair: &VethPair, i: usize, q: usize) -> u64 {
+    let stats = in_ns(Some(&pair.ns[i]), "ethtool")
+        .args(["-S", &pair.ifs[i]])
+        .output()
+        .expect("ethtool");
+    let (stats, key) = (text(&stats.stdout), format!("rx_queue_{q}_xdp_redirect:"));
+    (stats.lines())
+        .find_map(|l| l.trim().strip_prefix(&key))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
 }
 
 /// The QPNs a perftest or pingpong program says its QPs have (`local address: ... QPN 0x...`).
@@ -372,20 +368,7 @@ fn af_xdp_receives_on_every_queue() {
     );
     perftest(&s, &["ib_write_bw", "-q", "16", "-n", "100", "-F"]);
     let pair = s.pair.as_ref().expect("veth");
-    let stats = in_ns(Some(&pair.ns[0]), "ethtool")
-        .args(["-S", &pair.ifs[0]])
-        .output()
-        .expect("ethtool");
-    let stats = text(&stats.stdout);
-    let redirected = |q: usize| -> u64 {
-        let key = format!("rx_queue_{q}_xdp_redirect:");
-        stats
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
-    };
-    assert!(redirected(0) > 0 && redirected(1) > 0, "{stats}");
+    assert!(xdp_redirected(pair, 0, 0) > 0 && xdp_redirected(pair, 0, 1) > 0);
 }
 
 /// Runs a perftest pair and checks the client printed a result row.
