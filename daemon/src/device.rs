@@ -69,9 +69,12 @@ impl Shard {
     /// Which shards of its device take a frame from the wire: by destination QPN, or this
     /// one if it has none (its engine counts it as malformed).
     fn lanes_of(self, frame: &[u8]) -> Lanes {
+        if self.lane.count() == 1 {
+            return Lanes::One(0);
+        }
         match softrnic_wire::frame::dest_qp(frame) {
-            Ok(qpn) if self.lane.count() > 1 => Lane::of(qpn, self.lane.count()),
-            _ => Lanes::One(self.lane.index()),
+            Ok(qpn) => Lane::of(qpn, self.lane.count()),
+            Err(_) => Lanes::One(self.lane.index()),
         }
     }
 }

@@ -24,13 +24,13 @@ pub(crate) struct ChannelPriv {
     _fd: OwnedFd,
 }
 
-/// The channels not yet destroyed, by serial, with their addresses: tells a reader whether the
-/// channel it was given, or the one it waits in, was destroyed under it, and whether the end
-/// of its notification pipe means the daemon went away instead.
-static OPEN: Mutex<BTreeMap<u64, usize>> = Mutex::new(BTreeMap::new());
+/// The channels not yet destroyed, by address, with their serials (an address can be reused):
+/// tells a reader whether the channel it was given, or the one it waits in, was destroyed
+/// under it, and whether the end of its notification pipe means the daemon went away instead.
+static OPEN: Mutex<BTreeMap<usize, u64>> = Mutex::new(BTreeMap::new());
 static SERIAL: AtomicU64 = AtomicU64::new(0);
 
-fn open_set() -> MutexGuard<'static, BTreeMap<u64, usize>> {
+fn open_set() -> MutexGuard<'static, BTreeMap<usize, u64>> {
     OPEN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -46,7 +46,7 @@ pub(crate) fn open() -> Result<*mut rdma_event_channel, c_int> {
         serial,
         _fd: fd,
     }));
-    open_set().insert(serial, ch as usize);
+    open_set().insert(ch as usize, serial);
     Ok(ch.cast())
 }
 
@@ -65,8 +65,10 @@ pub(crate) unsafe fn client<'a>(ch: *mut rdma_event_channel) -> MutexGuard<'a, C
 /// `ch` must be a channel this library made, not used again.
 pub(crate) unsafe fn close(ch: *mut rdma_event_channel) {
     // Forgotten before the pipe closes, so that a reader woken by the close knows why.
+    open_set().remove(&(ch as usize));
     let ch = Box::from_raw(ch.cast::<ChannelPriv>());
-    open_set().remove(&ch.serial);
+    // A reader that found it open holds its daemon connection until its read is done.
+    drop(ch.client.lock());
     drop(ch);
 }
 
@@ -86,33 +88,37 @@ unsafe fn next(ch: *mut rdma_event_channel) -> Result<softrnic_client::proto::Cm
         }
     };
     // Read while the channel is certainly open: it may be freed while this thread waits.
+    let at = ch as usize;
     let (serial, fd) = {
         let open = open_set();
-        match open.iter().find(|&(_, &at)| at == ch as usize) {
-            Some((&serial, _)) => (serial, (*ch).fd),
+        match open.get(&at) {
+            Some(&serial) => (serial, (*ch).fd),
             None => {
                 drop(open);
                 sleep_on()
             }
         }
     };
+    let is_open = || open_set().get(&at) == Some(&serial);
     loop {
         match softrnic_sys::take_notification(fd) {
             Ok(true) => {}
             Ok(false) => return Err(libc::EAGAIN),
-            Err(_) if !open_set().contains_key(&serial) => sleep_on(),
+            Err(_) if !is_open() => sleep_on(),
             // The daemon is gone: as a removed rdma_cm device.
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(libc::ENODEV),
             Err(e) => return Err(e.raw_os_error().unwrap_or(libc::EIO)),
         }
-        // The channel is not freed while the set says it is open and is held.
+        // Its connection is taken while the set says it is open, so `close` waits for the read.
         let open = open_set();
-        if !open.contains_key(&serial) {
+        if open.get(&at) != Some(&serial) {
             drop(open);
             sleep_on();
         }
-        let read = client(ch).cm_event();
+        let mut daemon = client(ch);
         drop(open);
+        let read = daemon.cm_event();
+        drop(daemon);
         match read {
             Err(e) if e.errno == libc::EAGAIN => continue,
             r => return r.map_err(|e| errno_of("rdma_get_cm_event", &e)),

@@ -585,7 +585,9 @@ pub(crate) unsafe fn migrate(
     }
     let sync = channel.is_null();
     let channel = if sync { channel::open()? } else { channel };
-    let reported = match client(channel).cm_migrate(p.handle) {
+    // The connection is let go first: closing the channel waits for it.
+    let migrated = client(channel).cm_migrate(p.handle);
+    let reported = match migrated {
         Ok(n) => n,
         Err(e) => {
             if sync {

@@ -303,28 +303,6 @@ fn programs_on_the_shards_of_a_wired_device() {
     assert!(after > before, "no frame reached the client's queue 1");
 }
 
-/// Starts `program` (a pingpong) as a server on `host`, and waits until it has its CQ: it has
-/// opened the device and waits for a client. The running server, and its arguments (to which
-/// a client adds the server's address).
-fn waiting_server(host: &Host, program: &str) -> (Running, Vec<String>) {
-    let (gid, port) = (host.gid.to_string(), next_port());
-    let args = [program, "-g", &gid, "-p", &port]
-        .map(String::from)
-        .to_vec();
-    let mut server = Running(
-        host.program(&args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    server.wait_until("made its CQ", || {
-        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
-        !status.contains("cqs 0 ")
-    });
-    (server, args)
-}
-
 /// The frames receive queue `q` of veth end `i` has redirected to its AF_XDP socket.
 fn xdp_redirected(pair: &VethPair, i: usize, q: usize) -> u64 {
     let stats = in_ns(Some(&pair.ns[i]), "ethtool")

@@ -292,7 +292,10 @@ fn mckey(s: &Setup, server: &str, client: &str) {
 /// rdma_cm between two programs on the two shards of one device: the CM's MADs go through
 /// the first shard (QP1 is its), the connection's frames from shard to shard, and a multicast
 /// datagram reaches the members on every shard. Then between hosts whose wired devices are
-/// in two shards: MADs and datagrams that arrive on the second shard's queue reach the first.
+/// in two shards, with a program holding the server's first shard: the server's programs are
+/// on its second, so the connection's frames and the datagrams, which leave on the first
+/// shard's queue (where the client's programs are) and arrive on the server's first, cross to
+/// its second, and the server's replies, arriving on the client's second queue, to its first.
 #[test]
 fn rdma_cm_programs_on_the_shards_of_one_device() {
     let _serial = serial();
@@ -300,6 +303,7 @@ fn rdma_cm_programs_on_the_shards_of_one_device() {
     rping(&s, "127.0.0.1", &[]);
     mckey(&s, "198.19.255.1", "198.19.255.1");
     let s = Setup::new(Topology::VethShards, "rpwsh");
+    let _first = waiting_server(s.server(), "ibv_rc_pingpong");
     rping(&s, "198.18.1.1", &[]);
     mckey(&s, "198.18.1.1", "198.18.1.2");
 }

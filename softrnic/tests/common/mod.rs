@@ -163,6 +163,28 @@ impl Drop for Host {
 /// How much of a daemon's log a failed test shows.
 const LOG_LINES: usize = 60;
 
+/// Starts `program` (a pingpong) as a server on `host`, and waits until it has its CQ: it has
+/// opened the device and waits for a client. The running server, and its arguments (to which
+/// a client adds the server's address).
+pub fn waiting_server(host: &Host, program: &str) -> (Running, Vec<String>) {
+    let (gid, port) = (host.gid.to_string(), next_port());
+    let args = [program, "-g", &gid, "-p", &port]
+        .map(String::from)
+        .to_vec();
+    let mut server = Running(
+        host.program(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    server.wait_until("made its CQ", || {
+        let status = text(&host.softrnic(&["status"]).output().unwrap().stdout);
+        !status.contains("cqs 0 ")
+    });
+    (server, args)
+}
+
 /// A child that is killed if the test fails first.
 pub struct Running(pub Child);
 
