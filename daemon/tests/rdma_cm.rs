@@ -8,7 +8,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use softrnic_client::client::Client;
-use softrnic_client::proto::{CmEvent, ConnParam, Request, UpRequest, cm_event};
+use softrnic_client::proto::{CmEvent, CmOption, ConnParam, Request, UpRequest, cm_event};
 use softrnic_daemon::Running;
 use softrnic_emu_core::{
     Access, QpCap, QpInit, QpState, QpType, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus,
@@ -337,15 +337,59 @@ fn ports_clash_as_the_kernel_says() {
     let d = daemon("ports");
     let mut ch = Channel::open(d.path());
     listener(&mut ch, 7475, port_space::TCP, QpType::Rc);
-    let other = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
-    let any: SocketAddr = "0.0.0.0:7475".parse().unwrap();
+    // The kernel's cma_check_port: a wildcard on either side is EADDRNOTAVAIL, two equal
+    // addresses EADDRINUSE (sideway's test_bind_on_the_same_port expects the first).
+    let bind = |ch: &mut Channel, reuse: bool, afonly: Option<bool>, a: &str| {
+        let id = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+        let options = [
+            Some(CmOption::ReuseAddr(reuse)),
+            afonly.map(CmOption::AfOnly),
+        ];
+        for option in options.into_iter().flatten() {
+            ch.c.cm(Request::CmSetOption { id, option }).unwrap();
+        }
+        let addr = a.parse().unwrap();
+        (
+            id,
+            ch.c.cm(Request::CmBind { id, addr }).err().map(|e| e.errno),
+        )
+    };
+    assert_eq!(
+        bind(&mut ch, false, None, "0.0.0.0:7475").1,
+        Some(libc::EADDRNOTAVAIL)
+    );
+    assert_eq!(
+        bind(&mut ch, false, None, &addr(7475).to_string()).1,
+        Some(libc::EADDRINUSE)
+    );
+    let (first, e) = bind(&mut ch, false, None, "0.0.0.0:7479");
+    assert_eq!(e, None);
+    assert_eq!(
+        bind(&mut ch, false, None, &addr(7479).to_string()).1,
+        Some(libc::EADDRNOTAVAIL)
+    );
+    ch.c.cm_destroy_id(first).unwrap();
+    // Two ids that both allow reuse share a port, until one listens: then its port is its own.
+    let (a, e) = bind(&mut ch, true, None, &addr(7480).to_string());
+    assert_eq!(e, None);
+    let (b, e) = bind(&mut ch, true, None, &addr(7480).to_string());
+    assert_eq!(e, None);
     let e =
-        ch.c.cm(Request::CmBind {
-            id: other,
-            addr: any,
-        })
-        .unwrap_err();
+        ch.c.cm(Request::CmListen { id: a, backlog: 1 })
+            .unwrap_err();
     assert_eq!(e.errno, libc::EADDRINUSE);
+    ch.c.cm_destroy_id(b).unwrap();
+    ch.c.cm(Request::CmListen { id: a, backlog: 1 }).unwrap();
+    assert_eq!(
+        bind(&mut ch, true, None, &addr(7480).to_string()).1,
+        Some(libc::EADDRINUSE)
+    );
+    // AF-only ids of two families do not clash; an IPv6 wildcard that takes IPv4 does.
+    assert_eq!(bind(&mut ch, false, Some(true), "[::]:7475").1, None);
+    assert_eq!(
+        bind(&mut ch, false, None, "[::]:7475").1,
+        Some(libc::EADDRNOTAVAIL)
+    );
     // The ids a listener's requests make hold no port: with the listener gone, the port is
     // free again while its connection lives (perftest -R listens twice on one port).
     let mut c = connected(d.path(), 7477);
@@ -354,6 +398,7 @@ fn ports_clash_as_the_kernel_says() {
     c.server.0.c.cm_destroy_id(again).unwrap();
     // Another port space has its own ports.
     let udp = ch.c.cm_create_id(port_space::UDP, QpType::Ud).unwrap();
+    let any: SocketAddr = "0.0.0.0:7475".parse().unwrap();
     ch.c.cm(Request::CmBind { id: udp, addr: any }).unwrap();
     // An address no device has.
     let far = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();

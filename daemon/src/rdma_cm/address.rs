@@ -6,10 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use softrnic_emu_core::Gid;
 use softrnic_wire::cm::ip_service_id;
 
-use super::{
-    Daemon, HOP_LIMIT, MAX_BACKLOG, Refusal, Reply, State, addr_covers, error, event, refuse,
-    refused,
-};
+use super::{Daemon, HOP_LIMIT, MAX_BACKLOG, Refusal, Reply, State, error, event, refuse, refused};
 use crate::device_at;
 use softrnic_client::proto::{CmListener, CmRoute};
 
@@ -50,10 +47,10 @@ impl Daemon {
                 .cm
                 .ephemeral(id, ps, addr, reuse)
                 .ok_or_else(|| refuse(libc::EADDRNOTAVAIL, "no ephemeral port is free"))?,
-            p if self.cm.in_use(id, ps, addr, reuse) => {
-                return Err(refuse(libc::EADDRINUSE, format!("port {p} is in use")));
-            }
-            p => p,
+            p => match self.cm.port_clash(id, ps, addr, reuse) {
+                Some(errno) => return Err(refuse(errno, format!("port {p} is in use"))),
+                None => p,
+            },
         };
         let gids =
             device.and_then(|(d, _)| device_at(&self.devices, d).map(|v| v.info.gids.clone()));
@@ -240,20 +237,17 @@ impl Daemon {
         }
         let x = &self.cm.ids[&id];
         let (ps, src, reuse) = (x.ps, x.src.expect("bound"), x.reuse);
-        // A listener does not share its port, reuse or not.
-        let clash = self.cm.ids.iter().any(|(&n, o)| {
-            n != id
-                && o.ps == ps
-                && o.state == State::Listen
-                && o.port() == src.port()
-                && (o.covers(src.ip()) || addr_covers(src.ip(), o.src.map(|s| s.ip())))
-        });
-        if clash || (reuse && self.cm.in_use(id, ps, src, false)) {
-            return error(libc::EADDRINUSE, format!("port {} is in use", src.port()));
+        // `rdma_listen`: an id bound with reuse checks its port again, as one that takes no
+        // reuse, and then stops allowing it (a listener does not share its port).
+        if reuse {
+            if let Some(errno) = self.cm.port_clash(id, ps, src, false) {
+                return error(errno, format!("port {} is in use", src.port()));
+            }
         }
         tracing::debug!(id, ps, %src, backlog, "rdma_cm: listening");
         let x = self.cm.ids.get_mut(&id).expect("checked");
         x.state = State::Listen;
+        x.reuse = false;
         x.backlog = backlog;
         let service = ip_service_id(ps, src.port());
         let devices: Vec<usize> = match x.device {

@@ -108,7 +108,9 @@ struct Id {
     remote: Remote,
     tos: u8,
     reuse: bool,
-    afonly: bool,
+    /// `RDMA_OPTION_ID_AFONLY` as set; unset, the kernel takes IPv4 ids as AF-only and IPv6
+    /// ones as `net.ipv6.bindv6only` says (0 by default).
+    afonly: Option<bool>,
     ack_timeout: Option<u8>,
     /// Events the program has read.
     events: u32,
@@ -143,7 +145,7 @@ impl Id {
             remote: Remote::default(),
             tos: 0,
             reuse: false,
-            afonly: false,
+            afonly: None,
             ack_timeout: None,
             events: 0,
         }
@@ -169,12 +171,17 @@ impl Id {
         self.qp_type == QpType::Ud
     }
 
+    fn afonly(&self) -> bool {
+        self.afonly
+            .unwrap_or_else(|| self.src.is_some_and(|s| s.is_ipv4()))
+    }
+
     /// Whether this id, bound or listening, takes connections to `addr` (IBA-agnostic: the
     /// kernel's `cma_any_addr` / `cma_addr_cmp` rules, with `afonly` for IPv6 wildcards).
     fn covers(&self, addr: IpAddr) -> bool {
         let Some(mine) = self.src else { return false };
         match (mine.ip(), addr) {
-            (IpAddr::V6(v6), IpAddr::V4(_)) if v6.is_unspecified() => !self.afonly,
+            (IpAddr::V6(v6), IpAddr::V4(_)) if v6.is_unspecified() => !self.afonly(),
             (IpAddr::V4(a), IpAddr::V4(_)) if a.is_unspecified() => true,
             (IpAddr::V6(a), IpAddr::V6(_)) if a.is_unspecified() => true,
             (a, b) => a == b || a.to_canonical() == b.to_canonical(),
@@ -224,19 +231,29 @@ impl RdmaCm {
         self.rng.next_u64()
     }
 
-    /// Whether binding `addr` in port space `ps` clashes with another id (the kernel's
-    /// `cma_check_port`: the same port, overlapping addresses, unless both allow reuse and
-    /// neither listens). The ids a listener's requests made hold no port of their own, as
-    /// accepted TCP sockets hold none.
-    fn in_use(&self, me: u32, ps: u16, addr: SocketAddr, reuse: bool) -> bool {
-        self.ids.iter().any(|(&n, o)| {
-            n != me
-                && o.listener.is_none()
-                && o.ps == ps
-                && o.port() == addr.port()
-                && o.src.is_some()
-                && (o.covers(addr.ip()) || addr_covers(addr.ip(), o.src.map(|s| s.ip())))
-                && !(reuse && o.reuse && o.state != State::Listen)
+    /// The errno binding `addr` in port space `ps` gets from the ids holding its port, as the
+    /// kernel's `cma_check_port` gives it: none when both allow reuse or both are AF-only
+    /// and of different families, `EADDRNOTAVAIL` when either is a wildcard, `EADDRINUSE`
+    /// for equal addresses. The newest holder answers, as the kernel's owner list is newest
+    /// first. The ids a listener's requests made hold no port of their own, as accepted
+    /// TCP sockets hold none.
+    fn port_clash(&self, me: u32, ps: u16, addr: SocketAddr, reuse: bool) -> Option<i32> {
+        let afonly = self.ids[&me].afonly.unwrap_or(addr.is_ipv4());
+        let mut holders: Vec<(u32, &Id)> = (self.ids.iter())
+            .map(|(&n, o)| (n, o))
+            .filter(|&(n, o)| n != me && o.listener.is_none() && o.ps == ps)
+            .filter(|(_, o)| o.src.is_some_and(|s| s.port() == addr.port()))
+            .collect();
+        holders.sort_unstable_by_key(|&(n, _)| std::cmp::Reverse(n));
+        holders.into_iter().find_map(|(_, o)| {
+            let held = o.src.expect("filtered");
+            if (reuse && o.reuse) || (afonly && o.afonly() && addr.is_ipv4() != held.is_ipv4()) {
+                None
+            } else if addr.ip().is_unspecified() || held.ip().is_unspecified() {
+                Some(libc::EADDRNOTAVAIL)
+            } else {
+                (addr.ip() == held.ip()).then_some(libc::EADDRINUSE)
+            }
         })
     }
 
@@ -246,13 +263,8 @@ impl RdmaCm {
         let start = self.random() % span;
         (0..span)
             .map(|k| EPHEMERAL.start() + ((start + k) % span) as u16)
-            .find(|&p| !self.in_use(me, ps, SocketAddr::new(addr.ip(), p), reuse))
+            .find(|&p| (self.port_clash(me, ps, SocketAddr::new(addr.ip(), p), reuse)).is_none())
     }
-}
-
-/// Whether wildcard-or-address `a` takes `b`.
-fn addr_covers(a: IpAddr, b: Option<IpAddr>) -> bool {
-    b.is_some_and(|b| a.is_unspecified() || a.to_canonical() == b.to_canonical())
 }
 
 fn error(errno: i32, message: impl Into<String>) -> Reply {
@@ -504,7 +516,7 @@ impl Daemon {
                         if x.state != State::Idle {
                             return error(libc::EINVAL, "the id is bound already");
                         }
-                        x.afonly = a;
+                        x.afonly = Some(a);
                     }
                     CmOption::AckTimeout(t) => {
                         if t > 31 {
