@@ -384,6 +384,20 @@ fn ports_clash_as_the_kernel_says() {
         bind(&mut ch, true, None, &addr(7480).to_string()).1,
         Some(libc::EADDRINUSE)
     );
+    // A listening id neither listens again nor takes reuse (rdma_listen, rdma_set_reuseaddr);
+    // a bound one still takes reuse and AF-only.
+    let e =
+        ch.c.cm(Request::CmListen { id: a, backlog: 2 })
+            .unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    let set = |id, option| Request::CmSetOption { id, option };
+    let e = ch.c.cm(set(a, CmOption::ReuseAddr(true))).unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
+    let (bound, _) = bind(&mut ch, false, None, "0.0.0.0:7481");
+    ch.c.cm(set(bound, CmOption::ReuseAddr(true))).unwrap();
+    ch.c.cm(set(bound, CmOption::AfOnly(true))).unwrap();
+    let e = ch.c.cm(set(bound, CmOption::ReuseAddr(false))).unwrap_err();
+    assert_eq!(e.errno, libc::EINVAL);
     // AF-only ids of two families do not clash; an IPv6 wildcard that takes IPv4 does.
     assert_eq!(bind(&mut ch, false, Some(true), "[::]:7475").1, None);
     assert_eq!(
@@ -408,7 +422,7 @@ fn ports_clash_as_the_kernel_says() {
             addr: "198.18.99.99:1".parse().unwrap(),
         })
         .unwrap_err();
-    assert_eq!(e.errno, libc::EADDRNOTAVAIL);
+    assert_eq!(e.errno, libc::ENODEV, "rdma_translate_ip finds no device");
     // Port 0 takes an ephemeral port.
     let eph = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
     ch.c.cm(Request::CmBind {

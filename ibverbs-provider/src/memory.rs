@@ -27,7 +27,8 @@ pub(crate) unsafe fn reg(
     iova: u64,
     access: u32,
 ) -> Result<*mut ibv_mr, c_int> {
-    if pd.is_null() {
+    // The kernel's ib_umem_get pins no empty region: EINVAL, as with rxe.
+    if pd.is_null() || length == 0 {
         return Err(libc::EINVAL);
     }
     let access = convert::access(access)?;

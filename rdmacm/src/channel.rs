@@ -59,6 +59,12 @@ pub(crate) unsafe fn client<'a>(ch: *mut rdma_event_channel) -> MutexGuard<'a, C
     ch.client.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether `ch` is a channel not yet closed: an id's calls write to its channel's fd, which
+/// the kernel then refuses with EBADF.
+pub(crate) fn is_open(ch: *mut rdma_event_channel) -> bool {
+    open_set().contains_key(&(ch as usize))
+}
+
 /// Closes channel `ch`.
 ///
 /// # Safety

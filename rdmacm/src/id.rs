@@ -172,6 +172,9 @@ pub(crate) unsafe fn create(
 
 /// Sends an id's request, answered by Ok.
 unsafe fn call(id: *mut rdma_cm_id, what: &str, req: Request) -> Result<(), c_int> {
+    if !channel::is_open((*id).channel) {
+        return Err(libc::EBADF);
+    }
     client((*id).channel)
         .cm(req)
         .map_err(|e| errno_of(what, &e))
@@ -544,6 +547,11 @@ pub(crate) unsafe fn wait_acked_join(p: &IdPriv, mc: u32, reported: u32) {
 /// Lets the id go in the daemon and here (rdma-core's `rdma_destroy_id`).
 pub(crate) unsafe fn destroy(id: *mut rdma_cm_id) -> c_int {
     let p = private(id);
+    // rdma-core's rdma_destroy_id writes to the channel's fd: with the channel closed it
+    // fails with EBADF, and the id is lost.
+    if !channel::is_open(p.id.channel) {
+        return fail(libc::EBADF);
+    }
     let reported = match client(p.id.channel).cm_destroy_id(p.handle) {
         Ok(n) => n,
         Err(e) => return fail(errno_of("rdma_destroy_id", &e)),

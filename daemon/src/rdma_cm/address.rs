@@ -35,8 +35,9 @@ impl Daemon {
             None
         } else {
             let (d, index) = self.local_gid(addr.ip()).ok_or_else(|| {
+                // rdma_translate_ip finds no device with the address: ENODEV.
                 refuse(
-                    libc::EADDRNOTAVAIL,
+                    libc::ENODEV,
                     format!("{} is not an address of a softrnic device", addr.ip()),
                 )
             })?;
@@ -222,10 +223,6 @@ impl Daemon {
         };
         let x = &self.cm.ids[&id];
         match x.state {
-            State::Listen => {
-                self.cm.ids.get_mut(&id).expect("checked").backlog = backlog;
-                return Reply::Ok;
-            }
             State::Idle => {
                 let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
                 if let Err(r) = self.cm_bind(id, any) {
@@ -239,10 +236,11 @@ impl Daemon {
         let (ps, src, reuse) = (x.ps, x.src.expect("bound"), x.reuse);
         // `rdma_listen`: an id bound with reuse checks its port again, as one that takes no
         // reuse, and then stops allowing it (a listener does not share its port).
-        if reuse {
-            if let Some(errno) = self.cm.port_clash(id, ps, src, false) {
-                return error(errno, format!("port {} is in use", src.port()));
-            }
+        if let Some(errno) = reuse
+            .then(|| self.cm.port_clash(id, ps, src, false))
+            .flatten()
+        {
+            return error(errno, format!("port {} is in use", src.port()));
         }
         tracing::debug!(id, ps, %src, backlog, "rdma_cm: listening");
         let x = self.cm.ids.get_mut(&id).expect("checked");

@@ -506,23 +506,27 @@ impl Daemon {
                 match option {
                     CmOption::Tos(t) => x.tos = t,
                     CmOption::ReuseAddr(r) => {
-                        // rdma_cm allows it only before the id has an address.
-                        if x.state != State::Idle {
-                            return error(libc::EINVAL, "the id is bound already");
+                        // The kernel's rdma_set_reuseaddr: turned on in any state but
+                        // listening, off only before the id has an address.
+                        if !(r && x.state != State::Listen || x.state == State::Idle) {
+                            return error(libc::EINVAL, "the id listens or is bound already");
                         }
                         x.reuse = r;
                     }
                     CmOption::AfOnly(a) => {
-                        if x.state != State::Idle {
-                            return error(libc::EINVAL, "the id is bound already");
+                        // rdma_set_afonly: before the id resolves or listens.
+                        if !matches!(x.state, State::Idle | State::AddrBound) {
+                            return error(libc::EINVAL, "the id is in use");
                         }
                         x.afonly = Some(a);
                     }
                     CmOption::AckTimeout(t) => {
-                        if t > 31 {
-                            return error(libc::EINVAL, "an ACK timeout is 5 bits");
+                        // rdma_set_ack_timeout takes any value for a connected id; the
+                        // REQ's and the QP's field is 5 bits, so a larger one is the longest.
+                        if x.qp_type != QpType::Rc {
+                            return error(libc::EINVAL, "an ACK timeout is for an RC id");
                         }
-                        x.ack_timeout = Some(t);
+                        x.ack_timeout = Some(t.min(31));
                     }
                 }
                 Reply::Ok
