@@ -661,27 +661,28 @@ static const struct {
     {"event", 1, event},           {"no_event", 2, no_event},
 };
 
-/* The first device, and the GID that is IPv4-mapped LOCAL_IP (RoCEv2 over IPv4). */
+/* The device with the GID that is IPv4-mapped LOCAL_IP (RoCEv2 over IPv4), and that GID. */
 static void open_device(void) {
     struct ibv_device **list = ibv_get_device_list(NULL);
-    if (!list || !list[0]) {
-        printf("no device\n");
-        exit(2);
-    }
-    ctx = ibv_open_device(list[0]);
-    ibv_free_device_list(list);
     struct in_addr want;
     inet_pton(AF_INET, local_ip, &want);
-    for (int i = 0; i < 16 && gid_index < 0; i++) {
-        union ibv_gid g;
-        if (ibv_query_gid(ctx, 1, i, &g) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff &&
-            !memcmp(g.raw + 12, &want, 4)) {
-            gid = g;
-            gid_index = i;
+    for (int d = 0; list && list[d] && gid_index < 0; d++) {
+        ctx = ibv_open_device(list[d]);
+        for (int i = 0; ctx && i < 16 && gid_index < 0; i++) {
+            union ibv_gid g;
+            if (ibv_query_gid(ctx, 1, i, &g) == 0 && g.raw[10] == 0xff && g.raw[11] == 0xff &&
+                !memcmp(g.raw + 12, &want, 4)) {
+                gid = g;
+                gid_index = i;
+            }
         }
+        if (ctx && gid_index < 0)
+            ibv_close_device(ctx);
     }
+    if (list)
+        ibv_free_device_list(list);
     if (gid_index < 0) {
-        printf("no GID for %s\n", local_ip);
+        printf("no device has a GID for %s\n", local_ip);
         exit(2);
     }
 }
