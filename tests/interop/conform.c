@@ -105,6 +105,15 @@ static void forget(const char *name, enum kind kind, int r) {
         find(name, kind)->p = NULL;
 }
 
+/* OP NAME: destroys NAME with CALL; it is gone once the call succeeds. */
+#define DESTROY(op, call, kind)                                                                   \
+    static void op(char **a, int n) {                                                             \
+        (void)n;                                                                                  \
+        int r = call(get(a[0], kind));                                                            \
+        rc(#op, r);                                                                               \
+        forget(a[0], kind, r);                                                                    \
+    }
+
 static long num(const char *s) { return strtol(s, NULL, 0); }
 
 /* An argument "key=value" of args[from..], or def. */
@@ -171,12 +180,7 @@ static int qp_type_of(const char *s) {
 
 static void alloc_pd(char **a, int n) { (void)n; add("alloc_pd", a[0], PD, ibv_alloc_pd(ctx)); }
 
-static void dealloc_pd(char **a, int n) {
-    (void)n;
-    int r = ibv_dealloc_pd(get(a[0], PD));
-    rc("dealloc_pd", r);
-    forget(a[0], PD, r);
-}
+DESTROY(dealloc_pd, ibv_dealloc_pd, PD)
 
 /* reg_mr NAME PD LEN ACCESS */
 static void reg_mr(char **a, int n) {
@@ -191,12 +195,7 @@ static void reg_mr(char **a, int n) {
         o->buf = buf, o->len = len;
 }
 
-static void dereg_mr(char **a, int n) {
-    (void)n;
-    int r = ibv_dereg_mr(get(a[0], MR));
-    rc("dereg_mr", r);
-    forget(a[0], MR, r);
-}
+DESTROY(dereg_mr, ibv_dereg_mr, MR)
 
 /* create_cq NAME CQE */
 static void create_cq(char **a, int n) {
@@ -204,12 +203,7 @@ static void create_cq(char **a, int n) {
     add("create_cq", a[0], CQ, ibv_create_cq(ctx, num(a[1]), NULL, NULL, 0));
 }
 
-static void destroy_cq(char **a, int n) {
-    (void)n;
-    int r = ibv_destroy_cq(get(a[0], CQ));
-    rc("destroy_cq", r);
-    forget(a[0], CQ, r);
-}
+DESTROY(destroy_cq, ibv_destroy_cq, CQ)
 
 /* resize_cq CQ CQE */
 static void resize_cq(char **a, int n) {
@@ -224,12 +218,7 @@ static void create_srq(char **a, int n) {
     add("create_srq", a[0], SRQ, ibv_create_srq(get(a[1], PD), &attr));
 }
 
-static void destroy_srq(char **a, int n) {
-    (void)n;
-    int r = ibv_destroy_srq(get(a[0], SRQ));
-    rc("destroy_srq", r);
-    forget(a[0], SRQ, r);
-}
+DESTROY(destroy_srq, ibv_destroy_srq, SRQ)
 
 /* create_qp NAME PD SCQ RCQ TYPE SWR RWR SGE INLINE [srq=NAME is not numeric: srq NAME] */
 static void create_qp(char **a, int n) {
@@ -246,12 +235,7 @@ static void create_qp(char **a, int n) {
     add("create_qp", a[0], QP, ibv_create_qp(get(a[1], PD), &attr));
 }
 
-static void destroy_qp(char **a, int n) {
-    (void)n;
-    int r = ibv_destroy_qp(get(a[0], QP));
-    rc("destroy_qp", r);
-    forget(a[0], QP, r);
-}
+DESTROY(destroy_qp, ibv_destroy_qp, QP)
 
 /* modify_qp QP STATE [PEER|-] [key=value...]: the attributes a pingpong sets for the state,
  * to PEER's QPN (a QP of this sequence, on the same device: loopback), with overrides; drop=M
@@ -420,12 +404,7 @@ static void alloc_mw(char **a, int n) {
     add("alloc_mw", a[0], MW, ibv_alloc_mw(get(a[1], PD), num(a[2])));
 }
 
-static void dealloc_mw(char **a, int n) {
-    (void)n;
-    int r = ibv_dealloc_mw(get(a[0], MW));
-    rc("dealloc_mw", r);
-    forget(a[0], MW, r);
-}
+DESTROY(dealloc_mw, ibv_dealloc_mw, MW)
 
 /* create_ah NAME PD [sgid=N] [port=N]: to this device's own GID. */
 static void create_ah(char **a, int n) {
@@ -437,12 +416,7 @@ static void create_ah(char **a, int n) {
     add("create_ah", a[0], AH, ibv_create_ah(get(a[1], PD), &attr));
 }
 
-static void destroy_ah(char **a, int n) {
-    (void)n;
-    int r = ibv_destroy_ah(get(a[0], AH));
-    rc("destroy_ah", r);
-    forget(a[0], AH, r);
-}
+DESTROY(destroy_ah, ibv_destroy_ah, AH)
 
 /* query_port PORT */
 static void query_port(char **a, int n) {
@@ -491,12 +465,7 @@ static void create_id(char **a, int n) {
         add("create_id", a[0], ID, id);
 }
 
-static void destroy_id(char **a, int n) {
-    (void)n;
-    int r = rdma_destroy_id(get(a[0], ID));
-    rc("destroy_id", r);
-    forget(a[0], ID, r);
-}
+DESTROY(destroy_id, rdma_destroy_id, ID)
 
 /* set_option ID reuse|afonly|tos|ack_timeout VALUE */
 static void set_option(char **a, int n) {
