@@ -440,6 +440,49 @@ fn ports_clash_as_the_kernel_says() {
         })
         .unwrap_err();
     assert_eq!(e.errno, libc::EINVAL);
+    // A loopback address is a wildcard to cma_check_port.
+    assert_eq!(bind(&mut ch, false, None, "127.0.0.1:7482").1, None);
+    assert_eq!(
+        bind(&mut ch, false, None, "127.0.0.1:7482").1,
+        Some(libc::EADDRNOTAVAIL)
+    );
+}
+
+#[test]
+fn resolving_checks_the_family_and_the_route_at_once() {
+    let d = daemon("resolve");
+    let mut ch = Channel::open(d.path());
+    let resolve = |ch: &mut Channel, id, src: Option<&str>, dst: SocketAddr| {
+        let src = src.map(|s| s.parse().unwrap());
+        let r = ch.c.cm(Request::CmResolveAddr {
+            id,
+            src,
+            dst,
+            timeout_ms: 2000,
+        });
+        r.err().map(|e| e.errno)
+    };
+    // resolve_prepare_src: a source of another family than the destination's is EINVAL, and
+    // the id stays bound to it.
+    let id = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+    assert_eq!(
+        resolve(&mut ch, id, Some("[::]:0"), addr(7490)),
+        Some(libc::EINVAL)
+    );
+    let src = ch.c.cm_query(id).unwrap().src.unwrap();
+    assert!(src.is_ipv6(), "{src}");
+    // No route: ENETUNREACH at once (rdma_resolve_ip), no event, and the id, bound, resolves
+    // another destination.
+    let id = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+    let nowhere = "198.18.99.99:7491".parse().unwrap();
+    assert_eq!(resolve(&mut ch, id, None, nowhere), Some(libc::ENETUNREACH));
+    assert_eq!(resolve(&mut ch, id, None, addr(7491)), None);
+    ch.expect(cm_event::ADDR_RESOLVED);
+    // A loopback source to a loopback destination resolves (the kernel's cma_bind_loopback).
+    let id = ch.c.cm_create_id(port_space::TCP, QpType::Rc).unwrap();
+    let lo = "127.0.0.1:7492".parse().unwrap();
+    assert_eq!(resolve(&mut ch, id, Some("127.0.0.1:0"), lo), None);
+    ch.expect(cm_event::ADDR_RESOLVED);
 }
 
 #[test]

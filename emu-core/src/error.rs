@@ -14,6 +14,9 @@ pub enum VerbsError {
     Busy(&'static str),
     /// The operation is not supported by softrnic (EOPNOTSUPP).
     NotSupported(&'static str),
+    /// An index names an empty entry of a table, as a source GID index with no GID
+    /// (ENODATA, as the kernel's `rdma_get_gid_attr`).
+    NoData(&'static str),
 }
 
 impl VerbsError {
@@ -24,6 +27,7 @@ impl VerbsError {
             VerbsError::NoMemory(_) => 12,
             VerbsError::Busy(_) => 16,
             VerbsError::NotSupported(_) => 95,
+            VerbsError::NoData(_) => 61,
         }
     }
 }
@@ -35,6 +39,7 @@ impl fmt::Display for VerbsError {
             VerbsError::NoMemory(w) => ("ENOMEM", w),
             VerbsError::Busy(w) => ("EBUSY", w),
             VerbsError::NotSupported(w) => ("EOPNOTSUPP", w),
+            VerbsError::NoData(w) => ("ENODATA", w),
         };
         write!(f, "{why} ({name})")
     }

@@ -218,6 +218,9 @@ pub fn transition(t: QpType, from: QpState, to: QpState) -> Option<(AttrMask, At
         T::Ud => bits(&[M::CUR_STATE, M::QKEY]),
     };
     Some(match (from, to) {
+        // Any state may go to Reset, and any but Reset to Error (IBA 10.3.1, the QP state
+        // diagram: a QP leaves Reset only for Init; the kernel's qp_state_table).
+        (S::Reset, S::Err) => return None,
         (_, S::Reset) | (_, S::Err) => (none, none),
         (S::Reset, S::Init) => match t {
             T::Ud => (ud_qkey, none),
@@ -343,6 +346,8 @@ pub fn check_modify(t: QpType, cur: QpState, attr: &QpAttr, mask: AttrMask) -> R
     if mask.contains(M::PORT) && attr.port_num != 1 {
         return Err(VerbsError::Invalid("port_num must be 1"));
     }
+    // The P_Key table holds one entry, the default P_Key (as a RoCE port's): an index beyond
+    // it is an invalid modifier (IBA 11.2.5.3), EINVAL as mlx5 gives; rxe 6.1 does not check.
     if mask.contains(M::PKEY_INDEX) && attr.pkey_index != 0 {
         return Err(VerbsError::Invalid("pkey_index must be 0"));
     }
@@ -511,5 +516,19 @@ mod tests {
         // SQE to RTS does not exist for RC.
         assert!(check_modify(T::Rc, S::Sqe, &attr, M::STATE).is_err());
         assert_eq!(check_modify(T::Ud, S::Sqe, &attr, M::STATE), Ok(S::Rts));
+    }
+
+    #[test]
+    fn error_is_reached_from_every_state_but_reset() {
+        let err = QpAttr {
+            qp_state: S::Err,
+            ..QpAttr::default()
+        };
+        for t in [T::Rc, T::Uc, T::Ud] {
+            assert!(check_modify(t, S::Reset, &err, M::STATE).is_err());
+            for from in [S::Init, S::Rtr, S::Rts, S::Sqd, S::Sqe, S::Err] {
+                assert_eq!(check_modify(t, from, &err, M::STATE), Ok(S::Err));
+            }
+        }
     }
 }

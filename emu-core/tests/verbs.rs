@@ -1076,3 +1076,44 @@ fn the_sge_lists_of_wrs_done_with_are_given_back_for_reuse() {
     f.dev.engine().take_spare_sgls(&mut spare);
     assert!(spare.is_empty(), "each given once");
 }
+
+#[test]
+fn a_path_from_an_empty_gid_entry_is_enodata() {
+    let mut dev = Device::new(
+        Loopback::default(),
+        Device::<Loopback>::config(1, [198, 18, 0, 1]),
+    );
+    let pd = dev.engine().alloc_pd(0).unwrap();
+    let cq = dev.engine().create_cq(8).unwrap();
+    let a = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let b = dev.create_qp(pd, QpType::Rc, cq).unwrap();
+    let ea = dev.endpoint(a);
+    let init = QpAttr {
+        qp_state: QpState::Init,
+        qp_access_flags: ALL,
+        ..QpAttr::default()
+    };
+    let m = [AttrMask::PKEY_INDEX, AttrMask::PORT, AttrMask::ACCESS_FLAGS]
+        .into_iter()
+        .fold(AttrMask::STATE, AttrMask::union);
+    dev.engine().modify_qp(b, &init, m).unwrap();
+    let rtr = |sgid_index| QpAttr {
+        qp_state: QpState::Rtr,
+        ah: Some(softrnic_emu_core::AddressHandle::to(ea.gid, sgid_index)),
+        dest_qp_num: a,
+        ..QpAttr::default()
+    };
+    let m = [
+        AttrMask::AV,
+        AttrMask::PATH_MTU,
+        AttrMask::DEST_QPN,
+        AttrMask::RQ_PSN,
+        AttrMask::MAX_DEST_RD_ATOMIC,
+        AttrMask::MIN_RNR_TIMER,
+    ]
+    .into_iter()
+    .fold(AttrMask::STATE, AttrMask::union);
+    // The kernel's rdma_get_gid_attr: an index inside the table with no GID is ENODATA (61).
+    assert_eq!(errno(dev.engine().modify_qp(b, &rtr(40), m)), 61);
+    dev.engine().modify_qp(b, &rtr(0), m).unwrap();
+}

@@ -131,8 +131,9 @@ unsafe fn create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> Result<*mut ibv_
         return Err(libc::EINVAL);
     }
     let handle = convert::address(&*attr)?;
+    // An empty source GID entry: ENODATA, as the kernel's rdma_get_gid_attr.
     if handle.sgid_index as usize >= Context::from_ibv((*pd).context).gids()?.len() {
-        return Err(libc::EINVAL);
+        return Err(libc::ENODATA);
     }
     let ah = Box::new(Ah {
         ah: ibv_ah {

@@ -1039,6 +1039,11 @@ fn differential(peers: &Peers) -> Result<(), String> {
         std::thread::sleep(Duration::from_secs(1));
     }
     let rxe = guest.sh("cat /run/jobs/conform.out");
+    // The sequences and both sides' lines, whole, for a look at what follows a difference.
+    for (side, lines) in [("in", &input), ("softrnic", &softrnic), ("rxe", &rxe)] {
+        let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("conform-{side}.txt"));
+        let _ = std::fs::write(path, lines);
+    }
     let report = conformance::compare(&softrnic, &rxe);
     eprintln!(
         "differential (seed {seed}, {cases} generated): {} sequences, {} calls compared; {} \
@@ -1055,12 +1060,19 @@ fn differential(peers: &Peers) -> Result<(), String> {
     if report.sequences == 0 {
         return Err(format!("the guest ran no sequence:\n{rxe}"));
     }
-    // Report-only while the differences the first runs found are triaged (issue 40): each
-    // is printed, and the test fails only when the guest ran nothing.
-    for (name, call, a, b) in &report.unknown {
-        eprintln!("  UNLISTED: {name} (call {call}): softrnic [{a}], rxe [{b}]");
+    let unlisted: Vec<String> = (report.unknown.iter())
+        .map(|(name, call, a, b)| format!("  {name} (call {call}): softrnic [{a}], rxe [{b}]"))
+        .collect();
+    if unlisted.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "differences docs/compatibility.md does not list (the whole lines are in \
+             conform-*.txt under {}):\n{}",
+            env!("CARGO_TARGET_TMPDIR"),
+            unlisted.join("\n")
+        ))
     }
-    Ok(())
 }
 
 fn fuzz_kernel_rxe(guest: &Guest) -> Result<(), String> {

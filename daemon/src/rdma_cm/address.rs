@@ -31,8 +31,12 @@ impl Daemon {
             return Err(refuse(libc::EINVAL, "the id is bound already"));
         }
         let (ps, reuse) = (x.ps, x.reuse);
+        // The kernel's cma_any_addr counts a loopback address as a wildcard: the id has no
+        // device until it resolves (here: unless a device has the address, as the local one).
         let device = if addr.ip().is_unspecified() {
             None
+        } else if addr.ip().is_loopback() {
+            self.local_gid(addr.ip())
         } else {
             let (d, index) = self.local_gid(addr.ip()).ok_or_else(|| {
                 // rdma_translate_ip finds no device with the address: ENODEV.
@@ -90,6 +94,14 @@ impl Daemon {
         }
         let x = &self.cm.ids[&id];
         let bound = x.src.expect("bound");
+        // resolve_prepare_src: the bound address and the destination are of one family; the
+        // id stays bound.
+        if bound.is_ipv4() != dst.is_ipv4() {
+            return error(
+                libc::EINVAL,
+                format!("the id is bound to {bound}, another family than {dst}'s"),
+            );
+        }
         // (device, source address, source GID index, destination GID)
         let found = if dst.ip().is_loopback()
             && (bound.ip().is_unspecified() || bound.ip().is_loopback())
@@ -97,8 +109,13 @@ impl Daemon {
             // The kernel's `cma_bind_loopback`: the first device, to itself.
             self.loopback(dst.ip())
         } else if !bound.ip().is_unspecified() {
-            self.local_gid(bound.ip())
-                .map(|(d, index)| (d, bound.ip(), index, Gid::from_ip(dst.ip())))
+            let Some((d, index)) = self.local_gid(bound.ip()) else {
+                // A source no device has (a loopback one, to another host; or its device is
+                // gone): the kernel's addr_handler finds no device (cma_acquire_dev_by_src_ip).
+                self.queue_event(id, event(id, event::ADDR_ERROR, -libc::ENODEV));
+                return Reply::Ok;
+            };
+            Some((d, bound.ip(), index, Gid::from_ip(dst.ip())))
         } else if let Some((d, index)) = self.local_gid(dst.ip()) {
             // To an address of this daemon: through the device that has it.
             Some((d, dst.ip(), index, Gid::from_ip(dst.ip())))
@@ -116,9 +133,10 @@ impl Daemon {
                     .then(|| (d, gid.to_ip(), index, Gid::from_ip(dst.ip())))
             })
         };
+        // No route: rdma_resolve_ip fails at once (addr_resolve's route lookup), and the id
+        // stays bound.
         let Some((d, src_ip, index, dgid)) = found else {
-            self.queue_event(id, event(id, event::ADDR_ERROR, -libc::ENETUNREACH));
-            return Reply::Ok;
+            return error(libc::ENETUNREACH, format!("no route to {}", dst.ip()));
         };
         let mac = match device_at(&self.devices, d)
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
@@ -126,8 +144,10 @@ impl Daemon {
         {
             Ok(mac) => mac,
             Err(e) => {
+                // The kernel's address resolution retries ARP until its timeout, and then
+                // reports ETIMEDOUT (process_one_req).
                 tracing::debug!(%e, "rdma_resolve_addr: no neighbour");
-                self.queue_event(id, event(id, event::ADDR_ERROR, -libc::EHOSTUNREACH));
+                self.queue_event(id, event(id, event::ADDR_ERROR, -libc::ETIMEDOUT));
                 return Reply::Ok;
             }
         };

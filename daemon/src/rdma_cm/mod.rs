@@ -233,7 +233,8 @@ impl RdmaCm {
 
     /// The errno binding `addr` in port space `ps` gets from the ids holding its port, as the
     /// kernel's `cma_check_port` gives it: none when both allow reuse or both are AF-only
-    /// and of different families, `EADDRNOTAVAIL` when either is a wildcard, `EADDRINUSE`
+    /// and of different families, `EADDRNOTAVAIL` when either is a wildcard or loopback
+    /// (`cma_any_addr`), `EADDRINUSE`
     /// for equal addresses. The newest holder answers, as the kernel's owner list is newest
     /// first. The ids a listener's requests made hold no port of their own, as accepted
     /// TCP sockets hold none.
@@ -249,7 +250,7 @@ impl RdmaCm {
             let held = o.src.expect("filtered");
             if (reuse && o.reuse) || (afonly && o.afonly() && addr.is_ipv4() != held.is_ipv4()) {
                 None
-            } else if addr.ip().is_unspecified() || held.ip().is_unspecified() {
+            } else if any_addr(addr.ip()) || any_addr(held.ip()) {
                 Some(libc::EADDRNOTAVAIL)
             } else {
                 (addr.ip() == held.ip()).then_some(libc::EADDRINUSE)
@@ -265,6 +266,11 @@ impl RdmaCm {
             .map(|k| EPHEMERAL.start() + ((start + k) % span) as u16)
             .find(|&p| (self.port_clash(me, ps, SocketAddr::new(addr.ip(), p), reuse)).is_none())
     }
+}
+
+/// The kernel's `cma_any_addr`: a wildcard, or a loopback address.
+fn any_addr(ip: IpAddr) -> bool {
+    ip.is_unspecified() || ip.is_loopback()
 }
 
 fn error(errno: i32, message: impl Into<String>) -> Reply {

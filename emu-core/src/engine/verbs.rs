@@ -473,9 +473,18 @@ impl<M: Memory> Engine<M> {
             ));
         }
         let path = match (mask.contains(AttrMask::AV), attr.ah) {
-            (true, Some(ah)) => Some(self.sh.qp_path(&ah, qp.udp_src_port).ok_or(
-                VerbsError::Invalid("bad sgid_index, or GIDs of different IP versions"),
-            )?),
+            (true, Some(ah)) => {
+                if self.sh.gids.get(usize::from(ah.sgid_index)).is_none() {
+                    return Err(VerbsError::NoData("sgid_index names an empty GID entry"));
+                }
+                Some(
+                    self.sh
+                        .qp_path(&ah, qp.udp_src_port)
+                        .ok_or(VerbsError::Invalid(
+                            "the source and destination GIDs are of different IP versions",
+                        ))?,
+                )
+            }
             _ => None,
         };
         let qp = self.qps.get_mut(&qpn).expect("checked");
