@@ -262,6 +262,12 @@ impl Client {
         self.stream.as_raw_fd()
     }
 
+    /// Ends the connection now, as dropping the client would: the daemon releases the context,
+    /// and its async event pipe reads as closed, which wakes a thread blocked on it.
+    pub fn hang_up(&self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+    }
+
     /// Whether the daemon has gone: the device is lost to this context for good.
     pub fn lost(&self) -> bool {
         self.lost

@@ -4,6 +4,7 @@
 use std::ffi::{c_int, c_void};
 use std::mem::{offset_of, size_of};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use softrnic_client::client::{Client, Error, Object};
@@ -36,6 +37,10 @@ pub struct Context {
     /// The device's attributes (fixed for its life).
     pub attr: DeviceAttr,
     state: Mutex<State>,
+    /// Threads in `ibv_get_async_event`, which `ibv_close_device` wakes and waits out before
+    /// it frees the context.
+    waiting: AtomicUsize,
+    closing: AtomicBool,
 }
 
 impl Context {
@@ -117,6 +122,8 @@ fn open(device: *mut Device) -> Result<*mut Context, Error> {
             fatal_reported: false,
             sgl: Vec::new(),
         }),
+        waiting: AtomicUsize::new(0),
+        closing: AtomicBool::new(false),
     }));
     // SAFETY: just allocated.
     let v = unsafe { &mut (*ctx).vctx };
@@ -342,7 +349,18 @@ exported! {
         if context.is_null() {
             return libc::EINVAL;
         }
-        let ctx = (Context::from_ibv(context) as *const Context).cast_mut();
+        let c = Context::from_ibv(context);
+        // A thread blocked in ibv_get_async_event must leave before the context goes: the
+        // daemon, hung up on, closes the async pipe's write end, and the wait ends with EIO.
+        // (rdma-core's wait would read on and then use the freed context.)
+        c.closing.store(true, Ordering::SeqCst);
+        if c.waiting.load(Ordering::SeqCst) > 0 {
+            c.lock().client.hang_up();
+            while c.waiting.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        let ctx = (c as *const Context).cast_mut();
         drop(Box::from_raw(ctx));
         0
     }
@@ -463,46 +481,62 @@ exported! {
             return -1;
         }
         let ctx = Context::from_ibv(context);
-        loop {
-            let open = match crate::take_notification((*context).async_fd) {
-                Ok(open) => open,
-                Err(e) => {
-                    set_errno(e);
-                    return -1;
-                }
-            };
-            let mut state = ctx.lock();
-            if open {
-                match state.client.async_event() {
-                    // An event for an object already destroyed is dropped.
-                    Ok(e) => match async_event(&state.client, e) {
-                        Some(ev) => {
-                            *event = ev;
-                            return 0;
-                        }
-                        None => continue,
-                    },
-                    Err(_) if state.client.lost() => {}
-                    Err(e) => {
-                        set_errno(crate::fail("ibv_get_async_event", &e));
-                        return -1;
-                    }
-                }
-            }
-            if std::mem::replace(&mut state.fatal_reported, true) {
-                set_errno(libc::EIO);
-                return -1;
-            }
-            // SAFETY: plain data.
-            *event = std::mem::zeroed();
-            (*event).event_type = IBV_EVENT_DEVICE_FATAL;
-            return 0;
-        }
+        ctx.waiting.fetch_add(1, Ordering::SeqCst);
+        let r = next_async_event(ctx, event);
+        ctx.waiting.fetch_sub(1, Ordering::SeqCst);
+        r
     }
 
     /// `ibv_ack_async_event`: nothing waits on acknowledgements here.
     fn ibv_ack_async_event(event: *mut ibv_async_event) {
         let _ = event;
+    }
+}
+
+/// `ibv_get_async_event`'s wait: the next event, IBV_EVENT_DEVICE_FATAL once the daemon is
+/// gone, EIO after that or once the context is being closed.
+///
+/// # Safety
+/// `event` must be writable; `ctx` open, or closing and waiting for this call to return.
+unsafe fn next_async_event(ctx: &Context, event: *mut ibv_async_event) -> c_int {
+    loop {
+        let open = match crate::take_notification((*ctx.ibv()).async_fd) {
+            Ok(open) => open,
+            Err(e) => {
+                set_errno(e);
+                return -1;
+            }
+        };
+        if ctx.closing.load(Ordering::SeqCst) {
+            set_errno(libc::EIO);
+            return -1;
+        }
+        let mut state = ctx.lock();
+        if open {
+            match state.client.async_event() {
+                // An event for an object already destroyed is dropped.
+                Ok(e) => match async_event(&state.client, e) {
+                    Some(ev) => {
+                        *event = ev;
+                        return 0;
+                    }
+                    None => continue,
+                },
+                Err(_) if state.client.lost() => {}
+                Err(e) => {
+                    set_errno(crate::fail("ibv_get_async_event", &e));
+                    return -1;
+                }
+            }
+        }
+        if std::mem::replace(&mut state.fatal_reported, true) {
+            set_errno(libc::EIO);
+            return -1;
+        }
+        // SAFETY: plain data.
+        *event = std::mem::zeroed();
+        (*event).event_type = IBV_EVENT_DEVICE_FATAL;
+        return 0;
     }
 }
 

@@ -137,16 +137,17 @@ pub fn rdma(args: &[String]) -> Result<(), String> {
 /// namespace where `/sys/class/infiniband` and `/dev/infiniband` show softrnic's devices.
 pub fn exec(program: &[OsString], view: bool) -> Result<(), String> {
     let (name, args) = program.split_first().ok_or("no program to run")?;
+    // Before the view's mount namespace: from there this command's own path may read as the
+    // host sees it (a chroot's directory outside it).
+    let dir = library_dir()?;
     let mut client = admin::connect_with_a_device()?;
     if view && let Err(why) = devices(&mut client).and_then(|d| view::enter(&d)) {
         eprintln!(
             "softrnic: {why}; the program runs without softrnic's devices in \
-             /sys/class/infiniband and /dev/infiniband, where UCX looks for them (run as root, \
-             or allow unprivileged user namespaces)"
+             /sys/class/infiniband and /dev/infiniband, where UCX looks for them"
         );
     }
     drop(client);
-    let dir = library_dir()?;
     let mut path = OsString::from(&dir);
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
         path.push(":");

@@ -218,7 +218,21 @@ fn write(root: &Path, entries: &[(String, Node)]) -> io::Result<()> {
 /// Moves this process into a private mount namespace where `/sys/class/infiniband`,
 /// `/sys/class/infiniband_verbs` and `/dev/infiniband` show `devices` and nothing else.
 pub fn enter(devices: &[Device]) -> Result<(), String> {
-    softrnic_sys::private_mounts().map_err(|e| format!("no private mount namespace: {e}"))?;
+    let private = softrnic_sys::private_mounts().map_err(|e| {
+        format!(
+            "no private mount namespace: {e} (run as root, or allow unprivileged user \
+                 namespaces; in a chroot, as root)"
+        )
+    })?;
+    // In a chroot a mount on a directory of its root would show in the host's tree too.
+    for dir in ["/sys/class", "/dev"] {
+        if !private.keeps(Path::new(dir)) {
+            return Err(format!(
+                "{dir} is on this chroot's root, whose mount cannot be made private: mount \
+                 /sys and /dev in the chroot (mount --rbind), or bind its root onto itself"
+            ));
+        }
+    }
     let sysfs = [
         ("infiniband", infiniband(devices)),
         ("infiniband_verbs", infiniband_verbs(devices)),

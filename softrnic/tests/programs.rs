@@ -604,6 +604,26 @@ fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_e
 }
 
 #[test]
+fn closing_a_device_ends_a_wait_for_its_async_events() {
+    let _serial = serial();
+    let exe = c_program("async_close", &["-libverbs", "-lpthread"]);
+    let host = Host::start("asclose", None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ok\n");
+}
+
+#[test]
+fn a_signal_ends_a_wait_for_an_event_unless_its_handler_restarts() {
+    let _serial = serial();
+    let exe = c_program("signals", &["-libverbs", "-lrdmacm", "-lpthread"]);
+    let host = Host::start("signals", None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "ok\n");
+}
+
+#[test]
 fn a_program_and_its_daemon_need_no_privileges_on_one_host() {
     let _serial = serial();
     // An unprivileged user (nobody) runs softrnic from a directory it can read: the command

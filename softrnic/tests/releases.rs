@@ -366,3 +366,43 @@ fn debian_13s_rdma_core_suite_passes_where_it_runs() {
 fn debian_unstables_rdma_core_suite_passes_where_it_runs() {
     own_suite_passes("sid", None, 132);
 }
+
+/// `softrnic exec` inside a chroot, as sbuild and pbuilder run a package's tests: the command
+/// and its libraries side by side in Debian 13's root file system, /proc, /sys and /dev bound
+/// into it (its root is no mount's root). The command finds its libraries beside itself as
+/// the chroot sees it, and shows softrnic's devices in the chroot's /sys and /dev only.
+#[test]
+fn softrnic_exec_runs_a_chroots_own_programs() {
+    let _serial = serial();
+    let rootfs = rootfs("trixie");
+    let dir = rootfs.join("opt/softrnic-exec");
+    std::fs::create_dir_all(&dir).unwrap();
+    let _ = std::fs::remove_file(dir.join("softrnic"));
+    std::fs::copy(env!("CARGO_BIN_EXE_softrnic"), dir.join("softrnic")).unwrap();
+    for lib in ["libsoftrnic_ibverbs_provider.so", "libsoftrnic_rdmacm.so"] {
+        std::fs::copy(dropin(lib), dir.join(lib)).unwrap();
+    }
+    let host = Host::start("chroot", None, None);
+    let exec = |program: &[&str]| {
+        let mut args = vec![
+            "env",
+            "-u",
+            "LD_LIBRARY_PATH",
+            "/opt/softrnic-exec/softrnic",
+        ];
+        args.extend(["exec", "--"]);
+        args.extend(program);
+        finished(
+            in_rootfs(&rootfs, &host.socket, &args).output().unwrap(),
+            program[0],
+        )
+    };
+    let info = exec(&["ibv_devinfo"]);
+    assert!(info.contains("hca_id:\tsrnic0"), "{info}");
+    let view = exec(&["ls", "/sys/class/infiniband", "/dev/infiniband"]);
+    assert!(
+        view.contains("srnic0") && view.contains("uverbs0") && !view.contains("softrnic:"),
+        "{view}"
+    );
+    assert!(!Path::new("/sys/class/infiniband").exists());
+}

@@ -80,22 +80,21 @@ pub fn notify(fd: RawFd) {
 }
 
 /// Takes one notification byte, blocking or not as the descriptor is set. `Ok(false)` when
-/// a non-blocking descriptor has none (EAGAIN).
+/// a non-blocking descriptor has none (EAGAIN). A signal ends a blocking wait with EINTR
+/// unless its handler asks for SA_RESTART (the kernel then restarts the read), as it ends the
+/// read of a uverbs or rdma_cm event file: qperf, for one, ends its test that way.
 pub fn take_notification(fd: RawFd) -> io::Result<bool> {
     let mut byte = 0u8;
-    loop {
-        // SAFETY: `byte` outlives the call; one byte is read.
-        let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
-        match n {
-            1 => return Ok(true),
-            0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-            _ => {
-                let e = io::Error::last_os_error();
-                match e.kind() {
-                    io::ErrorKind::Interrupted => continue,
-                    io::ErrorKind::WouldBlock => return Ok(false),
-                    _ => return Err(e),
-                }
+    // SAFETY: `byte` outlives the call; one byte is read.
+    let n = unsafe { libc::read(fd, (&raw mut byte).cast(), 1) };
+    match n {
+        1 => Ok(true),
+        0 => Err(io::ErrorKind::UnexpectedEof.into()),
+        _ => {
+            let e = io::Error::last_os_error();
+            match e.kind() {
+                io::ErrorKind::WouldBlock => Ok(false),
+                _ => Err(e),
             }
         }
     }
