@@ -157,11 +157,7 @@ fn ibv_xsrq_pingpong_runs_over_xrc() {
 #[test]
 fn xrc_domains_are_shared_by_file_and_target_qps_opened_by_number() {
     let _serial = serial();
-    let exe = c_program("xrc_domain", &["-libverbs"]);
-    let host = Host::start("xrcd", None, None);
-    let out = host.program(&[exe.display().to_string()]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "xrc_domain: ok\n");
+    c_program_prints("xrc_domain", &["-libverbs"], "xrcd", "xrc_domain: ok\n");
 }
 
 /// Two devices of one daemon, each on its own worker thread: everything between them crosses
@@ -596,31 +592,29 @@ fn exec_starts_a_daemon_with_a_local_device_when_none_runs() {
 #[test]
 fn a_c_program_gets_async_events_and_completion_notifications_through_poll_and_epoll() {
     let _serial = serial();
-    let exe = c_program("events", &["-libverbs"]);
-    let host = Host::start("events", None, None);
-    let out = host.program(&[exe.display().to_string()]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "ok\n");
+    c_program_prints("events", &["-libverbs"], "events", "ok\n");
 }
 
 #[test]
 fn closing_a_device_ends_a_wait_for_its_async_events() {
     let _serial = serial();
-    let exe = c_program("async_close", &["-libverbs", "-lpthread"]);
-    let host = Host::start("asclose", None, None);
-    let out = host.program(&[exe.display().to_string()]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "ok\n");
+    c_program_prints(
+        "async_close",
+        &["-libverbs", "-lpthread"],
+        "asclose",
+        "ok\n",
+    );
 }
 
 #[test]
 fn a_signal_ends_a_wait_for_an_event_unless_its_handler_restarts() {
     let _serial = serial();
-    let exe = c_program("signals", &["-libverbs", "-lrdmacm", "-lpthread"]);
-    let host = Host::start("signals", None, None);
-    let out = host.program(&[exe.display().to_string()]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "ok\n");
+    c_program_prints(
+        "signals",
+        &["-libverbs", "-lrdmacm", "-lpthread"],
+        "signals",
+        "ok\n",
+    );
 }
 
 #[test]
@@ -908,11 +902,12 @@ print(open('/sys/class/infiniband/srnic0/ports/1/gid_attrs/ndevs/1').read(), end
 #[test]
 fn atomic_writes_and_flushes_run_through_the_extended_send_api() {
     let _serial = serial();
-    let exe = c_program("atomic_write_flush", &["-libverbs"]);
-    let host = Host::start("awflush", None, None);
-    let out = host.program(&[exe.display().to_string()]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "atomic_write_flush: ok\n");
+    c_program_prints(
+        "atomic_write_flush",
+        &["-libverbs"],
+        "awflush",
+        "atomic_write_flush: ok\n",
+    );
 }
 
 /// A program built with rdma-core 65's headers: its new verbs, and its longer `ibv_port_attr`.
@@ -932,11 +927,7 @@ fn rdma_core_65s_new_verbs_behave_as_libibverbs_documents() {
 #[test]
 fn regions_are_named_by_the_iova_they_were_registered_with() {
     let _serial = serial();
-    let exe = c_program("iova", &["-libverbs"]);
-    let host = Host::start("iova", None, None);
-    let out = host.program(&[exe.display().to_string()]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(text(&out.stdout), "iova: ok\n");
+    c_program_prints("iova", &["-libverbs"], "iova", "iova: ok\n");
 }
 
 /// Registered memory shared with the daemon, by default, with `SOFTRNIC_SHARED_MR=1` (also
@@ -958,4 +949,14 @@ fn registered_memory_shared_with_the_daemon_moves_the_same_bytes() {
         assert!(out.status.success(), "{mode:?}: {}", text(&out.stderr));
         assert_eq!(text(&out.stdout), "shared_mr: ok\n");
     }
+}
+
+/// Builds C test program `name` with `libs`, runs it on a host of its own (`host`) and checks
+/// that it succeeds, printing `expected`.
+fn c_program_prints(name: &str, libs: &[&str], host: &str, expected: &str) {
+    let exe = c_program(name, libs);
+    let host = Host::start(host, None, None);
+    let out = host.program(&[exe.display().to_string()]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), expected);
 }
