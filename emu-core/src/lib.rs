@@ -47,7 +47,7 @@ mod wr;
 
 pub use ah::AddressHandle;
 pub use attr::{DeviceAttr, Mtu, PortAttr, PortState};
-pub use counters::Counters;
+pub use counters::{Counters, Origin};
 pub use cq::{SL_ROCE_V2_IPV4, SL_ROCE_V2_IPV6, Wc, WcFlags, WcOpcode, WcStatus};
 pub use engine::{Config, Engine, IdHasher, MAX_FRAME};
 pub use error::{Result, VerbsError};

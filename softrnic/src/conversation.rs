@@ -11,6 +11,10 @@
 //! takes one PSN per response packet (9.7.2). An ACK acknowledges every request up to its PSN
 //! (coalesced, 9.7.5.1.3), and a response beyond a READ that still lacks responses is an
 //! implied NAK of that READ (9.9.2.1).
+//!
+//! The sender's view (what is new, what is sent again) follows the order packets were sent in;
+//! the responder's view (what it expects, what is beyond a gap, late or a duplicate) follows the
+//! order they reached it in, with what its NAKs say it expects.
 
 use crate::capture::{CapturedFrame, Direction};
 use softrnic_wire::opcode::{Operation, Position};
@@ -22,8 +26,12 @@ use std::collections::HashMap;
 pub enum Mark {
     /// Sent, never arrived.
     Lost,
+    /// Sent, and the capture ended before it could be seen arriving.
+    Unseen,
     /// The receiver expected an earlier PSN.
     Gap,
+    /// Overtaken on the way by a packet sent after it.
+    Late,
     /// The same PSN sent again.
     Retransmission,
     /// A request the responder had already seen.
@@ -53,7 +61,9 @@ impl Mark {
     pub fn name(self) -> &'static str {
         match self {
             Mark::Lost => "lost",
+            Mark::Unseen => "unseen",
             Mark::Gap => "gap",
+            Mark::Late => "late",
             Mark::Retransmission => "retransmission",
             Mark::Duplicate => "duplicate",
             Mark::Covers => "covers",
@@ -96,6 +106,9 @@ pub struct Packet {
     /// Whether it was seen leaving and never arriving, while the capture saw frames arrive at
     /// its receiver after it.
     pub lost: bool,
+    /// Whether it was seen leaving and not arriving, where the capture shows its receiver's
+    /// arrivals but none after it: in flight when the capture ended, lost or not.
+    pub unseen: bool,
     /// A second arrival of a packet sent once: the network duplicated this one.
     pub duplicate_of: Option<usize>,
     /// It arrived marked ECN CE: a congested switch marked it on the way.
@@ -193,8 +206,13 @@ struct Outstanding {
 /// A request flow: one QP's requests to another host's QP, as both ends see them.
 #[derive(Debug, Default)]
 struct Flow {
+    /// The first PSN sent: the one the responder expects first.
+    start: Option<u32>,
     /// The PSN the responder expects next (from the packets that reached it).
     expected: Option<u32>,
+    /// The latest-sent packet that has reached the responder (its frame number): one sent
+    /// before it and arriving after it came late.
+    latest_arrived: usize,
     /// First packet of each PSN sent, for retransmissions.
     first_of: HashMap<u32, usize>,
     outstanding: Vec<Outstanding>,
@@ -261,6 +279,7 @@ pub fn analyse(frames: &[CapturedFrame], known: Known) -> Analysis {
             src,
             dst,
             lost: false,
+            unseen: false,
             duplicate_of,
             arrived_ce: false,
             bytes: f.data.clone(),
@@ -269,13 +288,14 @@ pub fn analyse(frames: &[CapturedFrame], known: Known) -> Analysis {
         });
     }
     // Lost: seen leaving, never arriving, though the capture saw frames arrive at its
-    // receiver after it (a capture that stops is not a loss).
+    // receiver after it. A capture that stops is not a loss: a packet sent after the last
+    // arrival it shows at its receiver is only not seen.
     for p in &mut a.packets {
-        let sent_only = frames[p.number - 1].direction == Some(Direction::Out);
-        let watched = receivers
-            .get(&p.dst)
-            .is_some_and(|&last| known.complete || last > p.number);
-        p.lost = sent_only && p.arrival.is_none() && watched;
+        let missing = frames[p.number - 1].direction == Some(Direction::Out) && p.arrival.is_none();
+        let last = receivers.get(&p.dst);
+        // A capture of every port to the end knows, even where nothing at all arrived.
+        p.lost = missing && (known.complete || last.is_some_and(|&last| last > p.number));
+        p.unseen = missing && last.is_some() && !p.lost;
     }
     a.mtu = known.mtu.or_else(|| inferred_mtu(&a.packets));
     let peers = annotate(&mut a);
@@ -339,6 +359,9 @@ fn annotate(a: &mut Analysis) -> Peers {
     let mut sent_before: HashMap<FlowKey, HashMap<(u8, u32), usize>> = HashMap::new();
     // CE-marked packets not yet answered by a CNP: (from, to) -> frame.
     let mut marked: HashMap<(String, String), usize> = HashMap::new();
+    // What happened at each responder, to be read in the order it happened there.
+    // (The frame it happened at, then 0 for an arrival or 1 for what a NAK says after it.)
+    let mut at_responder: Vec<((usize, u8), FlowKey, AtResponder)> = Vec::new();
     for i in 0..a.packets.len() {
         let Some(f) = a.packets[i].parsed() else {
             continue;
@@ -353,6 +376,10 @@ fn annotate(a: &mut Analysis) -> Peers {
         }
         if p.lost {
             note(p, Mark::Lost, "lost: sent, never arrived".into());
+        }
+        if p.unseen {
+            let text = "not seen (capture ends): in flight when the capture stopped, lost or not";
+            note(p, Mark::Unseen, text.into());
         }
         if let Some(n) = p.duplicate_of {
             note(
@@ -394,8 +421,18 @@ fn annotate(a: &mut Analysis) -> Peers {
         let psn = repr.bth.psn;
         if !info.operation.is_response() {
             let key = (src, dst, repr.bth.dest_qp);
-            let flow = flows.entry(key).or_default();
-            request(p, flow, &repr, mtu, reliable, icrc_ok);
+            let flow = flows.entry(key.clone()).or_default();
+            let last = request(p, flow, &repr, mtu, reliable);
+            // What the responder saw: the packets that reached it intact, when they did.
+            if !p.lost && !p.unseen && icrc_ok {
+                let arrived = AtResponder::Arrived {
+                    i,
+                    psn,
+                    last,
+                    reliable,
+                };
+                at_responder.push(((p.arrival.unwrap_or(p.number), 0), key, arrived));
+            }
             continue;
         }
         // A response: find the requests it answers.
@@ -459,14 +496,50 @@ fn annotate(a: &mut Analysis) -> Peers {
             note(&mut a.packets[i], mark, text);
         }
         // A lost response tells the requester nothing: say only what it answered.
-        if a.packets[i].lost {
+        let expects = if a.packets[i].lost {
             let mut copy = Flow {
                 outstanding: flow.outstanding.clone(),
                 ..Flow::default()
             };
-            response(a, i, &mut copy, &repr, psn);
+            response(a, i, &mut copy, &repr, psn)
         } else {
-            response(a, i, flow, &repr, psn);
+            response(a, i, flow, &repr, psn)
+        };
+        // Sent or not seen arriving, a NAK says what its responder did. It may leave well
+        // after the arrival it answers, behind other responses: an RNR NAK refused the latest
+        // arrival of its PSN before it, and takes effect there.
+        let nak = a.packets[i].number;
+        let at = match expects {
+            Some(Expects::Refused(psn)) => at_responder
+                .iter()
+                .filter(|(at, k, e)| {
+                    *k == fkey
+                        && at.0 < nak
+                        && matches!(e, AtResponder::Arrived { psn: p, .. } if *p == psn)
+                })
+                .map(|&((at, _), _, _)| at)
+                .max()
+                .unwrap_or(nak),
+            _ => nak,
+        };
+        if let Some(e) = expects {
+            at_responder.push(((at, 1), fkey, AtResponder::Said(e)));
+        }
+    }
+    at_responder.sort_by_key(|&(at, _, _)| at);
+    for (_, key, what) in at_responder {
+        let Some(flow) = flows.get_mut(&key) else {
+            continue;
+        };
+        match what {
+            AtResponder::Said(Expects::Refused(psn)) => flow.expected = Some(psn),
+            // What the arrivals showed stands; a sequence NAK starts a view they did not.
+            AtResponder::Said(Expects::Next(psn)) => {
+                flow.expected.get_or_insert(psn);
+            }
+            AtResponder::Arrived {
+                i, last, reliable, ..
+            } => arrive(&mut a.packets[i], flow, last, reliable),
         }
     }
     let mut peers = Peers::new();
@@ -479,15 +552,37 @@ fn annotate(a: &mut Analysis) -> Peers {
     peers
 }
 
-/// A request: what it asks, whether it is new, repeated or beyond a gap.
+/// What a responder saw or said, for its view of a request flow.
+enum AtResponder {
+    /// A request (`a.packets[i]`, its PSNs `psn` to `last`) reached it.
+    Arrived {
+        i: usize,
+        psn: u32,
+        last: u32,
+        reliable: bool,
+    },
+    /// What one of its NAKs says.
+    Said(Expects),
+}
+
+/// What a NAK says the responder expects next.
+#[derive(Debug, Clone, Copy)]
+enum Expects {
+    /// An RNR NAK: it did not take this PSN, and expects it again.
+    Refused(u32),
+    /// A sequence error NAK: this PSN.
+    Next(u32),
+}
+
+/// A request as its sender sent it: what it asks, whether it is new or sent again. Returns
+/// the last PSN it takes.
 fn request(
     p: &mut Packet,
     flow: &mut Flow,
     repr: &softrnic_wire::FrameRepr,
     mtu: Option<usize>,
     reliable: bool,
-    icrc_ok: bool,
-) {
+) -> u32 {
     let info = repr.bth.opcode.info();
     let psn = repr.bth.psn;
     // PSNs it takes: one, or one per response packet for a READ (9.7.2).
@@ -522,6 +617,7 @@ fn request(
             flow.first_of.insert(psn, p.number);
         }
     }
+    flow.start.get_or_insert(psn);
     if reliable && !flow.outstanding.iter().any(|o| o.first == psn) {
         flow.outstanding.push(Outstanding {
             first: psn,
@@ -532,21 +628,44 @@ fn request(
             done: false,
         });
     }
-    // The receiver's view, from what reached it.
-    if p.lost || !icrc_ok {
+    last
+}
+
+/// A request as it reached the responder, in the order requests reached it: in sequence,
+/// late (overtaken by one sent after it), beyond a gap, or a duplicate.
+fn arrive(p: &mut Packet, flow: &mut Flow, last: u32, reliable: bool) {
+    let Some(psn) = p.parsed().map(|f| f.repr.bth.psn) else {
         return;
+    };
+    if p.number < flow.latest_arrived {
+        let text = format!(
+            "late: frame {} overtook it, sent after it and arriving before it",
+            flow.latest_arrived
+        );
+        note(p, Mark::Late, text);
     }
-    let expected = *flow.expected.get_or_insert(psn);
+    flow.latest_arrived = flow.latest_arrived.max(p.number);
+    // The first PSN sent is the first expected, even if that packet never arrived.
+    let expected = *flow.expected.get_or_insert(flow.start.unwrap_or(psn));
     match psn_diff(psn, expected) {
         0 => flow.expected = Some(psn_add(last, 1)),
-        d if d > 0 => note(
-            p,
-            Mark::Gap,
-            format!(
-                "gap: the receiver expected PSN {expected:#08x}, {d} packet{} missing",
-                if d == 1 { " is" } else { "s are" }
-            ),
-        ),
+        // RC's responder drops what is beyond a gap and waits for the missing PSN (9.7.5.1.1);
+        // UC's has no resends to wait for, and takes up the sequence from here.
+        d if d > 0 => {
+            let text = if reliable {
+                format!(
+                    "gap: the receiver expected PSN {expected:#08x}, {d} packet{} missing; it drops it (its NAK, sent once, asks for the missing PSN)",
+                    if d == 1 { " is" } else { "s are" }
+                )
+            } else {
+                flow.expected = Some(psn_add(last, 1));
+                format!(
+                    "gap: the receiver expected PSN {expected:#08x}, {d} packet{} missing; UC resends nothing, so the message they belonged to is dropped",
+                    if d == 1 { " is" } else { "s are" }
+                )
+            };
+            note(p, Mark::Gap, text);
+        }
         _ if reliable => note(
             p,
             Mark::Duplicate,
@@ -563,17 +682,19 @@ fn request(
 }
 
 /// A response: what it answers, and what that means for the requester.
+/// Returns what the responder says it expects next, where the response says (a NAK's).
 fn response(
     a: &mut Analysis,
     i: usize,
     flow: &mut Flow,
     repr: &softrnic_wire::FrameRepr,
     psn: u32,
-) {
+) -> Option<Expects> {
     let info = repr.bth.opcode.info();
     let aeth = repr.ext.aeth;
     let mut notes: Vec<Note> = Vec::new();
     let mut say = |mark, text: String| notes.push(Note { mark, text });
+    let mut expects = None;
     // Requests a READ still lacks responses to, before this PSN: implied NAKs (9.9.2.1).
     let implied = |flow: &Flow, psn: u32| -> Option<(usize, u32)> {
         flow.outstanding.iter().find_map(|o| {
@@ -600,7 +721,8 @@ fn response(
                     Mark::Response,
                     "answers no outstanding request (a ghost response)".into(),
                 );
-                return attach(a, i, notes);
+                attach(a, i, notes);
+                return None;
             };
             if info.operation == Operation::AtomicAcknowledge {
                 o.done = true;
@@ -667,7 +789,8 @@ fn response(
         }
         Operation::Acknowledge => {
             let Some(aeth) = aeth else {
-                return attach(a, i, notes);
+                attach(a, i, notes);
+                return None;
             };
             match aeth.syndrome {
                 Syndrome::Ack(_) => {
@@ -709,11 +832,12 @@ fn response(
                         text.push_str(&format!("; acknowledges {}", frames_named(&covered)));
                     }
                     say(Mark::Nak, text);
+                    expects = Some(Expects::Next(psn));
                 }
                 Syndrome::RnrNak(t) => {
                     cover(flow, |o| psn_diff(psn, o.last) > 0);
                     // The responder did not take this PSN: it expects it again.
-                    flow.expected = Some(psn);
+                    expects = Some(Expects::Refused(psn));
                     say(
                         Mark::RnrNak,
                         format!(
@@ -743,6 +867,7 @@ fn response(
         _ => {}
     }
     attach(a, i, notes);
+    expects
 }
 
 fn attach(a: &mut Analysis, i: usize, notes: Vec<Note>) {
@@ -872,6 +997,65 @@ mod tests {
             a.packets[3].notes[0]
                 .text
                 .starts_with("acknowledges frame 5 ")
+        );
+    }
+
+    /// A capture that stops while a packet is in flight: the packet sent after the last arrival
+    /// the capture shows at its receiver is not seen arriving, which is not a loss; one sent
+    /// before an arrival it shows, and never seen arriving, is lost.
+    #[test]
+    fn a_packet_in_flight_when_the_capture_ends_is_not_seen_not_lost() {
+        use softrnic_wire::Opcode;
+        use softrnic_wire::sample::{Ip, example};
+        let send = |psn: u32| example(Opcode::RcSendOnly, Ip::V4, psn, 8).frame();
+        let at = |us: u64, direction: Direction, data: Vec<u8>| CapturedFrame {
+            direction: Some(direction),
+            ..CapturedFrame::new(std::time::Duration::from_micros(us), data)
+        };
+        // PSN 1 is lost (PSN 2 arrives after it); PSN 3 leaves as the capture ends.
+        let frames = [
+            at(0, Direction::Out, send(1)),
+            at(1, Direction::Out, send(2)),
+            at(2, Direction::In, send(2)),
+            at(3, Direction::Out, send(3)),
+        ];
+        let a = analyse(&frames, Known::default());
+        let fates: Vec<(bool, bool)> = a.packets.iter().map(|p| (p.lost, p.unseen)).collect();
+        assert_eq!(fates, [(true, false), (false, false), (false, true)]);
+        let last = &a.packets[2];
+        assert!(
+            last.notes
+                .iter()
+                .any(|n| n.mark == Mark::Unseen && n.text.starts_with("not seen (capture ends)")),
+            "{:?}",
+            last.notes
+        );
+        assert!(!last.notes.iter().any(|n| n.mark == Mark::Lost));
+        let ladder = crate::ladder::text(&a);
+        let row = ladder
+            .lines()
+            .find(|l| l.trim_start().starts_with("4 "))
+            .expect("frame 4");
+        assert!(row.contains("SEND_ONLY 000003 A ---?"), "{ladder}");
+        // A capture that saw every port to the end (a lesson's) knows it was lost, even when
+        // nothing at all arrived.
+        let complete = Known {
+            complete: true,
+            ..Known::default()
+        };
+        let a = analyse(&frames, complete);
+        assert!(a.packets[2].lost && !a.packets[2].unseen);
+        let none_arrived: Vec<CapturedFrame> = frames
+            .iter()
+            .filter(|f| f.direction == Some(Direction::Out))
+            .cloned()
+            .collect();
+        let a = analyse(&none_arrived, complete);
+        assert!(a.packets.iter().all(|p| p.lost), "everything lost");
+        assert!(
+            a.packets
+                .iter()
+                .all(|p| !p.notes.iter().any(|n| n.mark == Mark::Duplicate))
         );
     }
 

@@ -71,11 +71,17 @@ pub fn text(a: &Analysis) -> String {
             let p = &a.packets[i];
             let l = label(p);
             let body = ARROW - 2;
-            let arrow = if p.lost {
+            // A lost packet's arrow ends in X halfway, one the capture did not see arrive in ?.
+            let stop = match (p.lost, p.unseen) {
+                (true, _) => Some('X'),
+                (_, true) => Some('?'),
+                _ => None,
+            };
+            let arrow = if let Some(stop) = stop {
                 if rightward {
-                    format!("|{:<w$}|", format!("--- {l} ---X"), w = body + 1)
+                    format!("|{:<w$}|", format!("--- {l} ---{stop}"), w = body + 1)
                 } else {
-                    format!("|{:>w$}|", format!("X--- {l} ---"), w = body + 1)
+                    format!("|{:>w$}|", format!("{stop}--- {l} ---"), w = body + 1)
                 }
             } else if rightward {
                 let dashes = body.saturating_sub(l.len() + 6);
@@ -125,6 +131,7 @@ svg text { font-family: monospace; font-size: 12px; }
 .packet.response line { stroke: #2a8a3a; } .packet.response polygon { fill: #2a8a3a; }
 .packet.covers line { stroke: #2a8a3a; } .packet.covers polygon { fill: #2a8a3a; }
 .packet.lost line { stroke: #c62828; stroke-dasharray: 5 3; }
+.packet.unseen line { stroke: #888; stroke-dasharray: 2 3; } text.unseen { fill: #888; font-weight: bold; }
 .packet.nak line, .packet.rnr-nak line, .packet.implied-nak line { stroke: #e65100; }
 .packet.nak polygon, .packet.rnr-nak polygon, .packet.implied-nak polygon { fill: #e65100; }
 .packet.retransmission line, .packet.duplicate line { stroke: #8e24aa; }
@@ -159,7 +166,7 @@ pub fn html(a: &Analysis, name: &str) -> String {
         "<p class=\"legend\">{} packets in {} conversation(s). Click a packet for its fields. \
          <span style=\"color:#1f5fbf\">■ request</span><span style=\"color:#2a8a3a\">■ response, ACK</span>\
          <span style=\"color:#e65100\">■ NAK</span><span style=\"color:#8e24aa\">■ retransmission, duplicate</span>\
-         <span style=\"color:#c62828\">✗ lost</span></p>",
+         <span style=\"color:#c62828\">✗ lost</span><span style=\"color:#888\">? not seen (capture ends)</span></p>",
         a.packets.len(),
         a.conversations.len()
     );
@@ -237,7 +244,7 @@ fn conversation_svg(out: &mut String, a: &Analysis, c: &Conversation) {
             p.at * 1000.0
         );
         // A slanted arrow: it arrives a little later than it leaves.
-        let (end, dy) = if p.lost {
+        let (end, dy) = if p.lost || p.unseen {
             ((from + to) / 2, 6)
         } else {
             (to, 12)
@@ -260,6 +267,12 @@ fn conversation_svg(out: &mut String, a: &Analysis, c: &Conversation) {
                 cy + 6,
                 cx + 6,
                 cy - 6
+            );
+        } else if p.unseen {
+            let _ = write!(
+                out,
+                "<text class=\"unseen\" x=\"{end}\" y=\"{}\" text-anchor=\"middle\">?</text>",
+                y + dy + 4
             );
         } else {
             let (tip, back) = (to as i64, if to > from { -9i64 } else { 9 });

@@ -6,7 +6,7 @@
 
 use crate::capture::{CapturedFrame, Direction};
 use crate::conversation::{self, Analysis};
-use softrnic_emu_core::{Access, Counters, Mtu, QpType, Remote, SendOp, Sge, Wc};
+use softrnic_emu_core::{Access, Counters, Mtu, Origin, QpType, Remote, SendOp, Sge, Wc};
 use softrnic_link::sim::{Fate, Faults, LinkSpec, Pair, Sent, Settings};
 use softrnic_wire::Opcode;
 use std::fmt::Write;
@@ -515,10 +515,10 @@ learns. A's extra ACK acknowledges nothing new.",
         title: "congestion: ECN marks and the CNP back to the sender",
         explain: "A sends ECN-capable packets (ECT(0)). A congested switch marks the SEND's three \
 packets Congestion Experienced instead of dropping them. B's notification point answers with a CNP \
-to A's QP: it goes from the receiver of the marked packets back to their sender, at most one per \
-QP every 4 µs, so three marks close together give one CNP (RoCEv2, Annex A17.9.3). A's reaction \
-point (DCQCN) halves its rate and paces what it sends next; the rate climbs back as it sends \
-unmarked.",
+to A's QP (RoCEv2's CNP, Annex A17.9.3): it goes from the receiver of the marked packets back to \
+their sender, at most one per QP every 4 µs (mlx5's min_time_between_cnps), so three marks close \
+together give one CNP. A's reaction point (DCQCN) halves its rate and paces what it sends next; \
+the rate climbs back on DCQCN's timer and byte counter while no CNP comes.",
     },
     Lesson {
         name: "dcqcn",
@@ -728,6 +728,24 @@ pub fn report(o: &Outcome, intro: Option<&Lesson>) -> String {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         let _ = writeln!(out, "  {}: {}", HOSTS[h], moved.join(", "));
+    }
+    // What each counter that moved counts: `rnr_nak_retry_err` in a lesson that succeeds reads
+    // as a failure without it.
+    let moved = |name: &str| {
+        o.counters
+            .iter()
+            .flat_map(Counters::iter)
+            .any(|(n, v)| n == name && v > 0)
+    };
+    let _ = writeln!(out, "What they count:");
+    for (name, origin, what) in Counters::described().filter(|&(n, _, _)| moved(n)) {
+        let whose = match origin {
+            Origin::Rxe => "rxe's name",
+            Origin::Mlx5 => "mlx5's name",
+            Origin::Both => "rxe's and mlx5's name",
+            Origin::Softrnic => "softrnic's own",
+        };
+        let _ = writeln!(out, "  {name} ({whose}): {what}");
     }
     out
 }

@@ -2,7 +2,7 @@
 //! corpora and the byte dumps in docs/wire-format.md. `SOFTRNIC_BLESS=1` rewrites them.
 
 use softrnic_tests::{check_generated, file_name, root};
-use softrnic_wire::{dissect, sample};
+use softrnic_wire::{Opcode, dissect, sample};
 
 #[test]
 fn sample_capture_is_current() {
@@ -33,11 +33,15 @@ fn fuzz_seed_corpora_hold_every_sample() {
 
 /// docs/wire-format.md shows dissections of sample frames in blocks that start with
 /// `<!-- dissect: NAME -->` (or `<!-- icrc-prefix: NAME -->` for the bytes the ICRC hashes); each
-/// block must be what the dissector prints for that sample now.
+/// block must be what the dissector prints for that sample now. Its table of opcodes by service
+/// (`<!-- opcodes: by service -->`) is the wire crate's opcode table.
 #[test]
 fn wire_format_doc_dumps_are_current() {
     let samples = sample::capture();
     let blocks = refresh_blocks("docs/wire-format.md", |kind, name| {
+        if kind == "opcodes" {
+            return opcodes_by_service();
+        }
         let s = samples
             .iter()
             .find(|s| s.name == name)
@@ -52,6 +56,76 @@ fn wire_format_doc_dumps_are_current() {
         text
     });
     assert!(blocks >= 5, "the doc shows real frames ({blocks} found)");
+}
+
+/// One row per service that has opcodes: its top three bits, its name, and its opcodes as
+/// ranges.
+fn opcodes_by_service() -> String {
+    let services = [
+        (0b000, "RC, Reliable Connected"),
+        (0b001, "UC, Unreliable Connected"),
+        (0b011, "UD, Unreliable Datagram"),
+        (0b100, "CNP, Congestion Notification (RoCEv2)"),
+        (0b101, "XRC, Extended Reliable Connected"),
+    ];
+    let known = |b: &u8| Opcode::from_u8(*b).is_ok();
+    assert!(
+        (0..=255u8)
+            .filter(known)
+            .all(|b| services.iter().any(|&(s, _)| s == b >> 5)),
+        "every service with opcodes has a row"
+    );
+    let mut text = format!("{:<11}{:<40}opcodes\n", "bits 7..5", "service");
+    for (bits, name) in services {
+        let known: Vec<u8> = (0..32u8).map(|low| bits << 5 | low).filter(known).collect();
+        assert!(!known.is_empty(), "{name} has opcodes");
+        let mut ranges: Vec<(u8, u8)> = Vec::new();
+        for b in known {
+            match ranges.last_mut() {
+                Some((_, end)) if *end + 1 == b => *end = b,
+                _ => ranges.push((b, b)),
+            }
+        }
+        let ranges: Vec<String> = ranges
+            .iter()
+            .map(|&(a, z)| match a == z {
+                true => format!("{a:#04x}"),
+                false => format!("{a:#04x}-{z:#04x}"),
+            })
+            .collect();
+        text += &format!("{bits:03b}        {name:<40}{}\n", ranges.join(", "));
+    }
+    text
+}
+
+/// docs/engine.md lists every counter: its name, whose name it is, and what it counts.
+#[test]
+fn engine_doc_counters_are_current() {
+    let blocks = refresh_blocks("docs/engine.md", |kind, _| {
+        assert_eq!(kind, "counters", "unknown doc block kind");
+        let mut text = format!("{:<30}{:<11}what it counts\n", "counter", "name from");
+        for (name, origin, what) in softrnic_emu_core::Counters::described() {
+            // The description wrapped to 60 columns, beside the name.
+            let mut lines = vec![String::new()];
+            for word in what.split(' ') {
+                let line = lines.last_mut().expect("a line");
+                if !line.is_empty() && line.len() + 1 + word.len() > 60 {
+                    lines.push(word.to_owned());
+                } else {
+                    if !line.is_empty() {
+                        line.push(' ');
+                    }
+                    line.push_str(word);
+                }
+            }
+            text += &format!("{name:<30}{:<11}{}\n", origin.name(), lines[0]);
+            for line in &lines[1..] {
+                text += &format!("{:41}{line}\n", "");
+            }
+        }
+        text
+    });
+    assert_eq!(blocks, 1);
 }
 
 /// docs/roce-for-tcp-people.md shows each lesson's ladder in a block that starts with

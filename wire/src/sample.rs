@@ -572,20 +572,17 @@ fn naks() -> Vec<Sample> {
 }
 
 /// A SEND a congested switch marked CE on its way from A to B, B's ACK, and the CNP B then
-/// sends to A's QP: Annex A17.9.3, the receiver of the marked packet tells its sender.
+/// sends to A's QP: Annex A17.9.3, the receiver of the marked packet tells its sender. The
+/// switch marks only the IP header's ECN bits; the BTH's FECN is InfiniBand's own congestion
+/// control, which RoCEv2 does not use.
 fn congestion(version: Ip, psn: u32, msn: u32) -> Vec<Sample> {
     let mut t = Talk::new(version, 0, (QP_A, QP_B), psn);
     (t.msn, t.plain) = (msn, false);
-    t.message(
-        &[Opcode::RcSendOnly],
-        8,
-        "ECN CE (congestion experienced) and FECN",
-    );
+    t.message(&[Opcode::RcSendOnly], 8, "ECN CE (congestion experienced)");
     if let Some(marked) = t.frames.last_mut() {
         match &mut marked.repr.ip {
             IpRepr::V4 { ecn, .. } | IpRepr::V6 { ecn, .. } => *ecn = 3,
         }
-        marked.repr.bth.fecn = true;
     }
     t.ack("of the marked SEND");
     let mut cnp = example(Opcode::Cnp, version, 0, 0);
@@ -870,7 +867,12 @@ mod tests {
         let last = read("RC_RDMA_READ_RESPONSE_LAST over IPv4");
         assert_eq!(last.repr.bth.psn, big.repr.bth.psn + 2);
         let cnp = read("CNP over IPv4");
-        let marked = read("RC_SEND_ONLY over IPv4, ECN CE (congestion experienced) and FECN");
+        let marked = read("RC_SEND_ONLY over IPv4, ECN CE (congestion experienced)");
+        assert!(
+            matches!(marked.repr.ip, IpRepr::V4 { ecn: 3, .. }) && !marked.repr.bth.fecn,
+            "a RoCEv2 switch marks the IP ECN bits only"
+        );
+        assert!(cnp.repr.bth.becn, "a CNP sets BECN");
         assert_eq!(cnp.repr.bth.dest_qp, QP_A, "to the sender's QP");
         assert_eq!(
             cnp.repr.ip.addrs(),
