@@ -538,8 +538,11 @@ fn annotate(a: &mut Analysis) -> Peers {
                 flow.expected.get_or_insert(psn);
             }
             AtResponder::Arrived {
-                i, last, reliable, ..
-            } => arrive(&mut a.packets[i], flow, last, reliable),
+                i,
+                psn,
+                last,
+                reliable,
+            } => arrive(&mut a.packets[i], flow, psn, last, reliable),
         }
     }
     let mut peers = Peers::new();
@@ -633,10 +636,7 @@ fn request(
 
 /// A request as it reached the responder, in the order requests reached it: in sequence,
 /// late (overtaken by one sent after it), beyond a gap, or a duplicate.
-fn arrive(p: &mut Packet, flow: &mut Flow, last: u32, reliable: bool) {
-    let Some(psn) = p.parsed().map(|f| f.repr.bth.psn) else {
-        return;
-    };
+fn arrive(p: &mut Packet, flow: &mut Flow, psn: u32, last: u32, reliable: bool) {
     if p.number < flow.latest_arrived {
         let text = format!(
             "late: frame {} overtook it, sent after it and arriving before it",
@@ -652,18 +652,16 @@ fn arrive(p: &mut Packet, flow: &mut Flow, last: u32, reliable: bool) {
         // RC's responder drops what is beyond a gap and waits for the missing PSN (9.7.5.1.1);
         // UC's has no resends to wait for, and takes up the sequence from here.
         d if d > 0 => {
-            let text = if reliable {
-                format!(
-                    "gap: the receiver expected PSN {expected:#08x}, {d} packet{} missing; it drops it (its NAK, sent once, asks for the missing PSN)",
-                    if d == 1 { " is" } else { "s are" }
-                )
+            let missing = if d == 1 { " is" } else { "s are" };
+            let then = if reliable {
+                "it drops it (its NAK, sent once, asks for the missing PSN)"
             } else {
                 flow.expected = Some(psn_add(last, 1));
-                format!(
-                    "gap: the receiver expected PSN {expected:#08x}, {d} packet{} missing; UC resends nothing, so the message they belonged to is dropped",
-                    if d == 1 { " is" } else { "s are" }
-                )
+                "UC resends nothing, so the message they belonged to is dropped"
             };
+            let text = format!(
+                "gap: the receiver expected PSN {expected:#08x}, {d} packet{missing} missing; {then}"
+            );
             note(p, Mark::Gap, text);
         }
         _ if reliable => note(
